@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Idempotent set-up on a fresh machine (Python 3.11+ and Node.js present, nothing else):
+#   .venv with requirements-dev.txt (which includes the app's requirements.txt),
+#   Azurite from npm into tools/azurite/node_modules.
+# Re-running is cheap: it skips what is already installed and up to date.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null; then
+  echo "bootstrap: Python 3.11 or newer is required (found: $("$PYTHON" --version 2>&1))." >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  echo "bootstrap: creating .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+stamp=.venv/.requirements.sha256
+want=$(cat requirements.txt requirements-dev.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  echo "bootstrap: installing Python requirements"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+  echo "$want" > "$stamp"
+fi
+
+if [ "${SKIP_AZURITE:-0}" != "1" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "bootstrap: npm (Node.js) is required to install Azurite; install Node.js 18+ and re-run." >&2
+    exit 1
+  fi
+  if [ ! -x tools/azurite/node_modules/.bin/azurite-blob ]; then
+    echo "bootstrap: installing Azurite into tools/azurite"
+    (cd tools/azurite && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

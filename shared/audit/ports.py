@@ -1,0 +1,109 @@
+"""The audit-source port: what the activities need from an audit API, whatever API it is.
+
+Two shapes exist in Microsoft 365:
+
+* ``AuditQueryApi`` — asynchronous server-side queries (Microsoft Graph ``/security/auditLog/queries``):
+  create, poll (the orchestrator polls with durable timers), page the records, delete.
+* ``AuditSearchApi`` — synchronous paged search sessions (Exchange ``Search-UnifiedAuditLog`` through
+  ``InvokeCommand`` with ``ReturnLargeSet``): probe the count, then page a session.
+
+Both yield records normalised to the Graph ``auditLogRecord`` shape (``id``, ``createdDateTime``,
+``auditLogRecordType``, ``operation``, ``userPrincipalName``, ..., ``auditData`` as an object), page by page,
+so nothing holds a whole window in memory. Errors are the ``shared.errors`` tree.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypeAlias
+
+AuditRecord: TypeAlias = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """A half-open UTC interval [start, end)."""
+
+    start: datetime
+    end: datetime
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.end.tzinfo is None:
+            raise ValueError("TimeWindow bounds must be timezone-aware")
+        if self.end <= self.start:
+            raise ValueError(f"TimeWindow end {self.end.isoformat()} must be after start {self.start.isoformat()}")
+
+    def contains(self, moment: datetime) -> bool:
+        return self.start <= moment < self.end
+
+
+@dataclass(frozen=True, slots=True)
+class AuditFilters:
+    """Every filter the audit APIs accept. Empty means "no filter"."""
+
+    record_types: tuple[str, ...] = ()
+    operations: tuple[str, ...] = ()
+    user_principal_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+    object_ids: tuple[str, ...] = ()
+    administrative_unit_ids: tuple[str, ...] = ()
+    keyword: str | None = None
+    service: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MalformedRecord:
+    """A record the source returned that could not be parsed; quarantined, never silently dropped."""
+
+    raw: str
+    reason: str
+
+
+@dataclass(slots=True)
+class RecordPage:
+    records: list[AuditRecord]
+    malformed: list[MalformedRecord] = field(default_factory=list)
+
+
+class QueryState(enum.Enum):
+    PENDING = "pending"  # notStarted, queued, running
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class QueryStatus:
+    state: QueryState
+    raw_status: str
+    record_count_limit_exceeded: bool = False
+    approximate_record_count: int | None = None
+
+
+class AuditQueryApi(Protocol):
+    def create_query(self, window: TimeWindow, filters: AuditFilters, *, display_name: str) -> str:
+        """Submit a query; returns its id."""
+        ...
+
+    def get_query(self, query_id: str) -> QueryStatus: ...
+
+    def iter_record_pages(self, query_id: str) -> Iterator[RecordPage]:
+        """Pages of a succeeded query, following ``@odata.nextLink``."""
+        ...
+
+    def delete_query(self, query_id: str) -> None:
+        """Delete the query (frees the tenant's query slot). Missing queries are not an error."""
+        ...
+
+
+class AuditSearchApi(Protocol):
+    def count(self, window: TimeWindow, filters: AuditFilters) -> int:
+        """Probe how many records the window holds (``ResultCount``)."""
+        ...
+
+    def iter_record_pages(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
+        """Page one search session; raises ``NeedsSplitError`` when the window exceeds the session cap."""
+        ...

@@ -1,0 +1,103 @@
+"""The collector's error tree. Every error the app raises on purpose is one of these.
+
+::
+
+    CollectorError
+    ├── ConfigError            a setting is missing or invalid (names the setting)
+    ├── RequestValidationError a request field breaks a rule (names the field and the rule) → HTTP 400
+    ├── AuditApiError          the audit source answered with an error
+    │   ├── TransientApiError  429/5xx/timeouts/transient 403: retry (carries Retry-After when given)
+    │   ├── PermanentApiError  retrying will not help
+    │   │   ├── AuthenticationError  bad tenant, bad client id/secret/certificate (names the setting)
+    │   │   ├── MissingPermissionError  the app lacks an API permission or role (names it)
+    │   │   └── QueryFailedError     the server reports the query failed or was cancelled
+    │   └── NeedsSplitError    the window hit the source's result cap; split it and query again
+    └── SinkError              writing output failed
+
+Messages never contain secrets (client secrets, tokens, certificate material, SAS signatures).
+``dooms_collection`` marks errors that will fail every chunk alike, so the orchestrator stops early.
+"""
+
+from __future__ import annotations
+
+
+class CollectorError(Exception):
+    """Root of every error this app raises on purpose."""
+
+    dooms_collection: bool = False
+    """True when the same error will fail every other chunk too (credentials, permissions)."""
+
+    kind: str = "error"
+    """Stable short name carried across activity boundaries (JSON-friendly)."""
+
+
+class ConfigError(CollectorError):
+    kind = "config"
+    dooms_collection = True
+
+    def __init__(self, setting: str, rule: str) -> None:
+        super().__init__(f"setting {setting}: {rule}")
+        self.setting = setting
+        self.rule = rule
+
+
+class RequestValidationError(CollectorError):
+    kind = "validation"
+
+    def __init__(self, field: str, rule: str) -> None:
+        super().__init__(f"{field}: {rule}")
+        self.field = field
+        self.rule = rule
+
+
+class AuditApiError(CollectorError):
+    kind = "audit_api"
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class TransientApiError(AuditApiError):
+    kind = "transient"
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message, status=status)
+        self.retry_after = retry_after
+
+
+class PermanentApiError(AuditApiError):
+    kind = "permanent"
+
+
+class AuthenticationError(PermanentApiError):
+    kind = "authentication"
+    dooms_collection = True
+
+
+class MissingPermissionError(PermanentApiError):
+    kind = "permission"
+    dooms_collection = True
+
+    def __init__(self, message: str, *, permission: str, status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.permission = permission
+
+
+class QueryFailedError(PermanentApiError):
+    kind = "query_failed"
+
+
+class NeedsSplitError(AuditApiError):
+    """The window returned more records than the source can deliver in one query/session."""
+
+    kind = "needs_split"
+
+    def __init__(self, message: str, *, limit: int | None = None, reported_count: int | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.reported_count = reported_count
+
+
+class SinkError(CollectorError):
+    kind = "sink"
