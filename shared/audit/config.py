@@ -1,0 +1,118 @@
+"""Settings of the audit API adapters (Graph audit queries and Exchange ``Search-UnifiedAuditLog``).
+
+The collector's settings object builds :class:`AuditApiConfig`; the adapters only read it. Validation happens at
+construction so a bad setting fails the HTTP starter with a message naming it, before any chunk runs.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import uuid
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from shared.errors import ConfigError
+
+GRAPH_API_VERSIONS = frozenset({"beta", "v1.0"})
+
+# A DNS name such as contoso.onmicrosoft.com: labels of letters, digits and hyphens, at least one dot.
+_DOMAIN_RE = re.compile(r"^(?=.{4,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,62}$", re.IGNORECASE)
+_THUMBPRINT_RE = re.compile(r"^[0-9a-fA-F]{40}$")
+
+
+def _is_guid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return len(value) == 36
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """True for localhost and loopback IP literals (the only hosts allowed over plain http)."""
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_url(setting: str, url: str) -> None:
+    parts = urlsplit(url)
+    if not parts.netloc or not parts.hostname:
+        raise ConfigError(setting, f"must be an absolute URL such as https://host, got {url!r}")
+    if parts.scheme == "http":
+        if not is_loopback_host(parts.hostname):
+            raise ConfigError(setting, "must use https (http is allowed only for a loopback host)")
+    elif parts.scheme != "https":
+        raise ConfigError(setting, f"must use https, got scheme {parts.scheme!r}")
+    if parts.query or parts.fragment:
+        raise ConfigError(setting, "must not carry a query string or fragment")
+
+
+@dataclass(frozen=True)
+class AuditApiConfig:
+    """How to reach and authenticate to the audit APIs of one tenant."""
+
+    tenant_id: str
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)  # never logged
+    certificate_path: str | None = None  # PEM file with private key + certificate
+    certificate_thumbprint: str | None = None  # hex SHA-1 thumbprint (computed from the cert if None)
+    authority_host: str = "https://login.microsoftonline.com"
+    graph_base_url: str = "https://graph.microsoft.com"
+    graph_api_version: str = "beta"  # "beta" | "v1.0"
+    exchange_base_url: str = "https://outlook.office365.com"
+    ca_bundle: str | None = None  # extra CA bundle (the local emulator's); None = system CAs
+    http_timeout_seconds: float = 60.0
+    page_size: int = 1000
+    max_attempts: int = 6  # per HTTP call, for 429/5xx/timeouts
+    max_retry_wait_seconds: float = 120.0
+    transient_403_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        tenant = self.tenant_id.strip() if isinstance(self.tenant_id, str) else ""
+        if not tenant:
+            raise ConfigError(
+                "tenant_id", "is required (the directory GUID or a domain such as contoso.onmicrosoft.com)"
+            )
+        if not (_is_guid(tenant) or _DOMAIN_RE.match(tenant)):
+            raise ConfigError("tenant_id", "must be a GUID or a domain name such as contoso.onmicrosoft.com")
+        if not isinstance(self.client_id, str) or not self.client_id.strip():
+            raise ConfigError("client_id", "is required (the application (client) id of the app registration)")
+        if not self.client_secret and not self.certificate_path:
+            raise ConfigError("client_secret", "either client_secret or certificate_path must be set")
+        if self.certificate_thumbprint is not None and not _THUMBPRINT_RE.match(self.certificate_thumbprint):
+            raise ConfigError("certificate_thumbprint", "must be the 40 hex digits of the SHA-1 thumbprint")
+        _check_url("authority_host", self.authority_host)
+        _check_url("graph_base_url", self.graph_base_url)
+        _check_url("exchange_base_url", self.exchange_base_url)
+        if self.graph_api_version not in GRAPH_API_VERSIONS:
+            raise ConfigError("graph_api_version", f"must be one of {sorted(GRAPH_API_VERSIONS)}")
+        if not self.http_timeout_seconds > 0:
+            raise ConfigError("http_timeout_seconds", "must be > 0")
+        if not 1 <= self.page_size <= 10_000:
+            raise ConfigError("page_size", "must be between 1 and 10000")
+        if self.max_attempts < 1:
+            raise ConfigError("max_attempts", "must be >= 1")
+        if self.max_retry_wait_seconds < 0:
+            raise ConfigError("max_retry_wait_seconds", "must be >= 0")
+        if self.transient_403_attempts < 1:
+            raise ConfigError("transient_403_attempts", "must be >= 1")
+
+    @property
+    def authority(self) -> str:
+        return f"{self.authority_host.rstrip('/')}/{self.tenant_id}"
+
+    @property
+    def graph_root(self) -> str:
+        """``https://graph.microsoft.com/beta`` (no trailing slash)."""
+        return f"{self.graph_base_url.rstrip('/')}/{self.graph_api_version}"
+
+    @property
+    def exchange_root(self) -> str:
+        return self.exchange_base_url.rstrip("/")

@@ -1,0 +1,170 @@
+"""Microsoft Graph audit log query API (``/security/auditLog/queries``) as an :class:`AuditQueryApi`.
+
+Lifecycle: ``create_query`` (POST) → ``get_query`` polled by the orchestrator with durable timers →
+``iter_record_pages`` following ``@odata.nextLink`` one page at a time → ``delete_query`` to free the tenant's slot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from shared.audit.auth import GRAPH_SCOPE, TokenProvider, token_provider_for
+from shared.audit.config import AuditApiConfig
+from shared.audit.http import ApiIdentity, AuditHttpClient
+from shared.audit.normalise import normalise_graph_record
+from shared.audit.ports import AuditFilters, MalformedRecord, QueryState, QueryStatus, RecordPage, TimeWindow
+from shared.errors import PermanentApiError, QueryFailedError
+from shared.records import format_timestamp
+
+logger = logging.getLogger(__name__)
+
+GRAPH_PERMISSION = "AuditLogsQuery.Read.All"
+GRAPH_API = ApiIdentity(name="Graph audit log query API", scope=GRAPH_SCOPE, permission=GRAPH_PERMISSION)
+
+_STATES = {
+    "notstarted": QueryState.PENDING,
+    "queued": QueryState.PENDING,
+    "running": QueryState.PENDING,
+    "succeeded": QueryState.SUCCEEDED,
+    "failed": QueryState.FAILED,
+    "cancelled": QueryState.CANCELLED,
+}
+
+
+def build_query_body(
+    window: TimeWindow, filters: AuditFilters, *, display_name: str, api_version: str
+) -> dict[str, Any]:
+    """The create-query body: camelCase fields from the Graph docs; empty filters are left out."""
+    body: dict[str, Any] = {
+        "displayName": display_name,
+        "filterStartDateTime": format_timestamp(window.start),
+        "filterEndDateTime": format_timestamp(window.end),
+    }
+    lists = {
+        "recordTypeFilters": filters.record_types,
+        "operationFilters": filters.operations,
+        "userPrincipalNameFilters": filters.user_principal_names,
+        "ipAddressFilters": filters.ip_addresses,
+        "objectIdFilters": filters.object_ids,
+        "administrativeUnitIdFilters": filters.administrative_unit_ids,
+    }
+    for name, values in lists.items():
+        if values:
+            body[name] = list(values)
+    if filters.keyword:
+        body["keywordFilter"] = filters.keyword
+    if filters.service:
+        body["serviceFilter"] = filters.service
+        if api_version == "v1.0":
+            # The newest v1.0 schema renamed it to a collection; send both so either schema applies the filter.
+            body["serviceFilters"] = [filters.service]
+    return body
+
+
+def parse_query_status(body: dict[str, Any]) -> QueryStatus:
+    """Maps an auditLogQuery resource to :class:`QueryStatus`; unknown states count as pending (with a warning)."""
+    raw = str(body.get("status") or "")
+    state = _STATES.get(raw.lower())
+    if state is None:
+        logger.warning("audit query %s has unknown status %r; treating it as pending", body.get("id"), raw)
+        state = QueryState.PENDING
+    approx = body.get("approximateReturnedRecordCount")
+    return QueryStatus(
+        state=state,
+        raw_status=raw,
+        record_count_limit_exceeded=bool(body.get("isRecordCountLimitExceeded") or False),
+        approximate_record_count=int(approx) if isinstance(approx, int | float) else None,
+    )
+
+
+def parse_records_page(body: dict[str, Any]) -> tuple[RecordPage, str | None]:
+    """One ``records`` response → (page of normalised records + quarantined ones, next link)."""
+    items = body.get("value")
+    page = RecordPage(records=[])
+    if not isinstance(items, list):
+        raise PermanentApiError("Graph records page has no 'value' list")
+    for item in items:
+        result = normalise_graph_record(item)
+        if isinstance(result, MalformedRecord):
+            page.malformed.append(result)
+        else:
+            page.records.append(result)
+    next_link = body.get("@odata.nextLink")
+    return page, next_link if isinstance(next_link, str) and next_link else None
+
+
+class GraphAuditClient:
+    """:class:`AuditQueryApi` over Microsoft Graph. Thread-compatible; one ``requests.Session`` per instance."""
+
+    def __init__(
+        self,
+        config: AuditApiConfig,
+        *,
+        tokens: TokenProvider | None = None,
+        sleep: Callable[[float], None] | None = None,
+        clock: Callable[[], datetime] | None = None,
+        retry_wait_scale: float = 1.0,
+    ) -> None:
+        self._config = config
+        extra: dict[str, Any] = {}
+        if sleep is not None:
+            extra["sleep"] = sleep
+        if clock is not None:
+            extra["clock"] = clock
+        self._http = AuditHttpClient(
+            config, tokens or token_provider_for(config), GRAPH_API, retry_wait_scale=retry_wait_scale, **extra
+        )
+        self._root = f"{config.graph_root}/security/auditLog/queries"
+        self._origin = urlsplit(config.graph_base_url)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _query_url(self, query_id: str) -> str:
+        return f"{self._root}/{quote(query_id, safe='')}"
+
+    def create_query(self, window: TimeWindow, filters: AuditFilters, *, display_name: str) -> str:
+        body = build_query_body(window, filters, display_name=display_name, api_version=self._config.graph_api_version)
+        created = self._http.request_json("POST", self._root, json_body=body)
+        query_id = created.get("id") if created else None
+        if not isinstance(query_id, str) or not query_id:
+            raise PermanentApiError("Graph created an audit query but returned no id")
+        logger.info("created audit query %s (%s) for %s..%s", query_id, display_name, window.start, window.end)
+        return query_id
+
+    def get_query(self, query_id: str) -> QueryStatus:
+        body = self._http.request_json("GET", self._query_url(query_id), not_found_ok=True)
+        if body is None:
+            # PAX calls a 404 on poll a dead query; polling it again will not bring it back.
+            raise QueryFailedError(f"audit query {query_id} no longer exists", status=404)
+        return parse_query_status(body)
+
+    def iter_record_pages(self, query_id: str) -> Iterator[RecordPage]:
+        url: str | None = f"{self._query_url(query_id)}/records"
+        params: dict[str, str] | None = {"$top": str(self._config.page_size)}
+        while url is not None:
+            body = self._http.request_json("GET", url, params=params)
+            if body is None:
+                raise PermanentApiError(f"Graph returned an empty records response for query {query_id}")
+            page, next_link = parse_records_page(body)
+            if page.malformed:
+                logger.warning("query %s: %d malformed record(s) quarantined", query_id, len(page.malformed))
+            yield page
+            url = self._checked_next_link(next_link)
+            params = None  # the next link already carries $top and the skip token
+
+    def _checked_next_link(self, link: str | None) -> str | None:
+        if link is None:
+            return None
+        parts = urlsplit(link)
+        # The bearer token goes wherever the link points: follow it only on the configured Graph origin.
+        if (parts.scheme, parts.netloc.lower()) != (self._origin.scheme, self._origin.netloc.lower()):
+            raise PermanentApiError(f"Graph nextLink points outside {self._origin.scheme}://{self._origin.netloc}")
+        return link
+
+    def delete_query(self, query_id: str) -> None:
+        self._http.request_json("DELETE", self._query_url(query_id), not_found_ok=True)

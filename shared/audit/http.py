@@ -1,0 +1,263 @@
+"""One HTTP session per audit client, with bounded tenacity retries and error mapping to ``shared.errors``.
+
+Retry policy (per call):
+
+* 429 / 500 / 502 / 503 / 504, connection errors and timeouts are retried up to ``max_attempts`` in all. The wait is
+  the server's ``Retry-After`` (seconds or an HTTP date) when given, else exponential back-off with jitter; both are
+  capped at ``max_retry_wait_seconds`` and multiplied by ``retry_wait_scale`` (tests use a tiny scale or a fake sleep).
+* 403 is retried ``transient_403_attempts`` times (Purview answers transient 403s) unless the body says it is a
+  permanent permission problem, which raises :class:`MissingPermissionError` at once.
+* 401 drops the cached token and retries once with a fresh one; a second 401 raises :class:`AuthenticationError`.
+* Other 4xx raise :class:`PermanentApiError` with the server's error code and message.
+
+After the last attempt :class:`TransientApiError` carries the last ``Retry-After``. Request headers (the bearer token)
+never appear in logs or messages.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import requests
+import tenacity
+
+from shared.audit.auth import TokenProvider
+from shared.audit.config import AuditApiConfig
+from shared.errors import (
+    AuthenticationError,
+    MissingPermissionError,
+    PermanentApiError,
+    TransientApiError,
+)
+
+logger = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+PERMANENT_403_MARKERS = ("Authorization_RequestDenied", "InsufficientPrivileges", "AccessDenied")
+_BODY_WAIT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:seconds?|secs?|s)\b", re.IGNORECASE)
+_MAX_DETAIL = 300
+
+
+class _RetryableError(TransientApiError):
+    """Internal marker: this attempt failed in a way worth another attempt."""
+
+
+@dataclass
+class _Call:
+    """One logical API call across its attempts."""
+
+    method: str
+    url: str
+    json_body: Any
+    params: Mapping[str, str] | None
+    headers: dict[str, str]
+    not_found_ok: bool
+    forbidden_seen: int = 0
+
+
+@dataclass(frozen=True)
+class ApiIdentity:
+    """Which API a client talks to: its token scope and the permission a permanent 403 names."""
+
+    name: str
+    scope: str
+    permission: str
+
+
+def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header value (delta-seconds or HTTP date); None when absent/invalid."""
+    if not value:
+        return None
+    text = value.strip()
+    try:
+        return max(0.0, float(text))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def _error_detail(response: requests.Response) -> tuple[str, str]:
+    """(code, message) from an OData/Exchange error body, truncated; falls back to the reason phrase."""
+    try:
+        body = response.json()
+    except ValueError:
+        return "", (response.text or response.reason or "")[:_MAX_DETAIL]
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        code = str(error.get("code") or "")
+        message = str(error.get("message") or "")
+        inner = error.get("innerError") or error.get("innererror")
+        if not code and isinstance(inner, dict):
+            code = str(inner.get("code") or "")
+        return code, message[:_MAX_DETAIL]
+    if isinstance(error, str):
+        return error, str(body.get("error_description") or body.get("message") or "")[:_MAX_DETAIL]
+    return "", json.dumps(body)[:_MAX_DETAIL]
+
+
+class AuditHttpClient:
+    """Authenticated JSON calls to one audit API with the retry policy above.
+
+    Args:
+        config: adapter settings (timeouts, attempts, caps).
+        tokens: bearer-token source (msal in production).
+        api: scope and permission name of the API.
+        sleep: how to wait between attempts (a fake in tests).
+        clock: current UTC time, for ``Retry-After`` HTTP dates.
+        retry_wait_scale: multiplies every wait (tests use e.g. 0.001).
+        session: a ``requests.Session`` to use (one per client by default).
+    """
+
+    def __init__(
+        self,
+        config: AuditApiConfig,
+        tokens: TokenProvider,
+        api: ApiIdentity,
+        *,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        retry_wait_scale: float = 1.0,
+        session: requests.Session | None = None,
+    ) -> None:
+        self._config = config
+        self._tokens = tokens
+        self._api = api
+        self._sleep = sleep
+        self._clock = clock
+        self._scale = retry_wait_scale
+        self._session = session or requests.Session()
+        if config.ca_bundle:
+            self._session.verify = config.ca_bundle
+        self._backoff = tenacity.wait_exponential_jitter(initial=1.0, max=config.max_retry_wait_seconds)
+
+    def close(self) -> None:
+        self._session.close()
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        server_wait = exc.retry_after if isinstance(exc, TransientApiError) else None
+        seconds = server_wait if server_wait is not None else self._backoff(state)
+        seconds = min(seconds, self._config.max_retry_wait_seconds) * self._scale
+        logger.info(
+            "%s call attempt %d failed (%s); retrying in %.3fs", self._api.name, state.attempt_number, exc, seconds
+        )
+        return seconds
+
+    def request_json(
+        self,
+        method: str,
+        url: str,
+        *,
+        json_body: Any = None,
+        params: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        not_found_ok: bool = False,
+    ) -> dict[str, Any] | None:
+        """Sends the call, retrying per policy; returns the JSON object (None for 204, or 404 when allowed)."""
+        call = _Call(method, url, json_body, params, dict(headers or {}), not_found_ok)
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self._config.max_attempts),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception_type(_RetryableError),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, call)
+        except _RetryableError as exc:
+            raise TransientApiError(
+                f"{self._api.name} {method} gave up after {self._config.max_attempts} attempts: {exc}",
+                status=exc.status,
+                retry_after=exc.retry_after,
+            ) from None
+
+    def _send(self, call: _Call) -> requests.Response:
+        token = self._tokens.get_token(self._api.scope)
+        headers = {"Accept": "application/json", **call.headers, "Authorization": f"Bearer {token}"}
+        try:
+            return self._session.request(
+                call.method,
+                call.url,
+                json=call.json_body,
+                params=call.params,
+                headers=headers,
+                timeout=self._config.http_timeout_seconds,
+            )
+        except (requests.ConnectionError, requests.Timeout) as exc:
+            raise _RetryableError(f"{type(exc).__name__} calling {self._api.name}") from None
+
+    def _attempt(self, call: _Call) -> dict[str, Any] | None:
+        try:
+            response = self._send(call)
+            if response.status_code == 401:
+                # The token may have expired or been revoked early: sign in again once, then give up.
+                self._tokens.invalidate(self._api.scope)
+                response = self._send(call)
+                if response.status_code == 401:
+                    code, message = _error_detail(response)
+                    raise AuthenticationError(
+                        f"{self._api.name} rejected a fresh token (401 {code} {message}); check client_id, "
+                        "tenant_id and the app's credentials",
+                        status=401,
+                    )
+        except TransientApiError as exc:
+            if isinstance(exc, _RetryableError):
+                raise
+            raise _RetryableError(str(exc), status=exc.status, retry_after=exc.retry_after) from None
+        return self._interpret(response, call)
+
+    def _interpret(self, response: requests.Response, call: _Call) -> dict[str, Any] | None:
+        method = call.method
+        status = response.status_code
+        if 200 <= status < 300:
+            if status == 204 or not response.content:
+                return None
+            try:
+                body = response.json()
+            except ValueError:
+                # A truncated or garbled body is retried; the page is fetched again from the same link.
+                raise _RetryableError(f"{self._api.name} returned an unreadable JSON body", status=status) from None
+            if not isinstance(body, dict):
+                raise _RetryableError(f"{self._api.name} returned JSON that is not an object", status=status)
+            return body
+        code, message = _error_detail(response)
+        detail = f"{status} {code}: {message}".strip()
+        if status == 404 and call.not_found_ok:
+            return None
+        if status in RETRYABLE_STATUSES:
+            retry_after = parse_retry_after(response.headers.get("Retry-After"), now=self._clock())
+            if retry_after is None and status == 429:
+                match = _BODY_WAIT_RE.search(message)  # Exchange puts the wait at the end of its 429 message
+                retry_after = float(match.group(1)) if match else None
+            raise _RetryableError(f"{self._api.name} {method} {detail}", status=status, retry_after=retry_after)
+        if status == 403:
+            body_text = f"{code} {message}"
+            if any(marker.lower() in body_text.lower() for marker in PERMANENT_403_MARKERS):
+                raise MissingPermissionError(
+                    f"{self._api.name} denied access ({code or 403}): the app needs {self._api.permission}",
+                    permission=self._api.permission,
+                    status=403,
+                )
+            call.forbidden_seen += 1
+            if call.forbidden_seen > self._config.transient_403_attempts:
+                raise TransientApiError(
+                    f"{self._api.name} {method} kept answering {detail} after {call.forbidden_seen} tries; "
+                    f"if it persists, check that the app has {self._api.permission}",
+                    status=403,
+                )
+            raise _RetryableError(f"{self._api.name} {method} {detail}", status=403)
+        raise PermanentApiError(f"{self._api.name} {method} failed: {detail}", status=status)

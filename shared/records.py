@@ -1,0 +1,92 @@
+"""Pure helpers over normalised audit records: record time, window trimming, de-duplication by record id.
+
+The audit APIs return records slightly outside the requested window (Purview "bleed" past the end date) and
+occasionally the same record twice; these helpers make a chunk's output exact and say how much they removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from shared.audit.ports import AuditRecord, TimeWindow
+
+
+def parse_timestamp(text: str) -> datetime:
+    """Parses an ISO-8601 timestamp; a value without offset is UTC (as UAL ``CreationTime`` is)."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    # Graph may send 7 fractional digits (.NET ticks); Python accepts at most 6.
+    if "." in value:
+        head, _, rest = value.partition(".")
+        digits = len(rest) - len(rest.lstrip("0123456789"))
+        if digits > 6:
+            rest = rest[:6] + rest[digits:]
+        value = f"{head}.{rest}"
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def format_timestamp(moment: datetime) -> str:
+    """UTC ISO-8601 with a 'Z' suffix; fractional seconds only when present."""
+    utc = moment.astimezone(UTC)
+    text = utc.strftime("%Y-%m-%dT%H:%M:%S")
+    if utc.microsecond:
+        text += f".{utc.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def parse_record_time(record: AuditRecord) -> datetime:
+    """The record's ``createdDateTime`` as an aware UTC datetime.
+
+    Raises:
+        ValueError: the field is missing or not a timestamp.
+    """
+    value = record.get("createdDateTime")
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("record has no createdDateTime")
+    return parse_timestamp(value)
+
+
+def trim_to_window(records: Iterable[AuditRecord], window: TimeWindow) -> tuple[list[AuditRecord], int]:
+    """Keeps the records whose time is inside [start, end); returns them and how many were removed."""
+    kept: list[AuditRecord] = []
+    removed = 0
+    for record in records:
+        if window.contains(parse_record_time(record)):
+            kept.append(record)
+        else:
+            removed += 1
+    return kept, removed
+
+
+class Deduplicator:
+    """Drops records whose ``id`` was already seen by this instance (streaming, page after page).
+
+    Memory: one set of id strings for the chunk being written (a chunk holds at most about a million records, a few
+    tens of MB of ids); create one per chunk, not per collection.
+    """
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+        self.duplicates_removed = 0
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def filter(self, records: Iterable[AuditRecord]) -> tuple[list[AuditRecord], int]:
+        """Returns (records not seen before, duplicates removed from this batch)."""
+        kept: list[AuditRecord] = []
+        removed = 0
+        for record in records:
+            record_id = str(record["id"])
+            if record_id in self._seen:
+                removed += 1
+                continue
+            self._seen.add(record_id)
+            kept.append(record)
+        self.duplicates_removed += removed
+        return kept, removed
