@@ -1,0 +1,78 @@
+"""Function names and deterministic, safe object names for the collector.
+
+Function names are the contract between triggers, the orchestrator and the HTTP API, so they live in one place.
+Object names are derived only from validated components (tenant, collection id, window), so a retried activity
+writes to exactly the same object (overwrite = exactly-once output) and no request can steer a path.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+# --- Function names (registered by the blueprints; used by call_activity / start_new) ---------------------------
+ORCHESTRATOR_COLLECT = "collect_orchestrator"
+ACTIVITY_GRAPH_SUBMIT = "graph_submit_activity"
+ACTIVITY_GRAPH_STATUS = "graph_status_activity"
+ACTIVITY_GRAPH_EXPORT = "graph_export_activity"
+ACTIVITY_GRAPH_DELETE = "graph_delete_activity"
+ACTIVITY_EXCHANGE_COLLECT = "exchange_collect_activity"
+ACTIVITY_FINALIZE = "finalize_activity"
+HTTP_START = "collections_start"
+HTTP_SUMMARY = "collections_summary"
+HTTP_RETRY_FAILED = "collections_retry_failed"
+
+# --- Safe components -------------------------------------------------------------------------------------------
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+_SAFE_TENANT = re.compile(r"^[a-z0-9](?:[a-z0-9.-]{0,251}[a-z0-9])?$")
+_STAMP = "%Y%m%dT%H%M%SZ"
+
+
+def is_safe_id(value: str) -> bool:
+    """True for ids usable as instance ids and path components: letters, digits, ``-``, ``_``; 1..64 chars."""
+    return bool(_SAFE_ID.match(value))
+
+
+def _tenant_component(tenant_id: str) -> str:
+    tenant = tenant_id.strip().lower()
+    if not _SAFE_TENANT.match(tenant) or ".." in tenant:
+        raise ValueError(f"unsafe tenant id for an object name: {tenant_id!r}")
+    return tenant
+
+
+def _id_component(collection_id: str) -> str:
+    if not is_safe_id(collection_id):
+        raise ValueError(f"unsafe collection id for an object name: {collection_id!r}")
+    return collection_id
+
+
+def _stamp(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError("object-name timestamps must be timezone-aware")
+    return moment.astimezone(UTC).strftime(_STAMP) + (f"{moment.microsecond:06d}" if moment.microsecond else "")
+
+
+def collection_prefix(tenant_id: str, collection_id: str) -> str:
+    """``<tenant>/<collection>/``: every object of one collection lives under it."""
+    return f"{_tenant_component(tenant_id)}/{_id_component(collection_id)}/"
+
+
+def chunk_object_name(tenant_id: str, collection_id: str, start: datetime, end: datetime) -> str:
+    """The JSONL object of one chunk window; identical for every attempt at the same window."""
+    if end <= start:
+        raise ValueError("chunk window end must be after start")
+    return f"{collection_prefix(tenant_id, collection_id)}chunks/{_stamp(start)}_{_stamp(end)}.jsonl"
+
+
+def quarantine_object_name(chunk_name: str) -> str:
+    """Malformed records of a chunk, next to it."""
+    return chunk_name.removesuffix(".jsonl") + ".quarantine.jsonl"
+
+
+def summary_object_name(chunk_name: str) -> str:
+    """The small sidecar with the chunk's summary (what the manifest is built from)."""
+    return chunk_name.removesuffix(".jsonl") + ".summary.json"
+
+
+def manifest_object_name(tenant_id: str, collection_id: str) -> str:
+    return f"{collection_prefix(tenant_id, collection_id)}manifest.json"

@@ -1,0 +1,203 @@
+"""The collector's settings: one frozen object built once at the edge from the environment.
+
+On Azure, app settings (including Key Vault references, which resolve into the same variables) arrive as environment
+variables; locally ``local.settings.json`` or the local host provides them. Nothing else reads ``os.environ``.
+Secrets are kept out of ``repr`` and never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from shared.errors import ConfigError
+from shared.models import SOURCES
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Tenant-independent audit API settings (``AUDIT_*``); the tenant comes with each request."""
+
+    client_id: str = ""
+    client_secret: str | None = field(default=None, repr=False)
+    certificate_path: str | None = None
+    certificate_thumbprint: str | None = None
+    authority_host: str = "https://login.microsoftonline.com"
+    graph_base_url: str = "https://graph.microsoft.com"
+    graph_api_version: str = "beta"
+    exchange_base_url: str = "https://outlook.office365.com"
+    ca_bundle: str | None = None
+    http_timeout_seconds: float = 60.0
+    page_size: int = 1000
+    max_attempts: int = 6
+    max_retry_wait_seconds: float = 120.0
+    transient_403_attempts: int = 3
+
+    def config_kwargs(self, tenant_id: str) -> dict[str, Any]:
+        """Keyword arguments for ``shared.audit.config.AuditApiConfig`` for one tenant."""
+        return {
+            "tenant_id": tenant_id,
+            "client_id": self.client_id,
+            "client_secret": self.client_secret,
+            "certificate_path": self.certificate_path,
+            "certificate_thumbprint": self.certificate_thumbprint,
+            "authority_host": self.authority_host,
+            "graph_base_url": self.graph_base_url,
+            "graph_api_version": self.graph_api_version,
+            "exchange_base_url": self.exchange_base_url,
+            "ca_bundle": self.ca_bundle,
+            "http_timeout_seconds": self.http_timeout_seconds,
+            "page_size": self.page_size,
+            "max_attempts": self.max_attempts,
+            "max_retry_wait_seconds": self.max_retry_wait_seconds,
+            "transient_403_attempts": self.transient_403_attempts,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every collector setting with its documented default (environment variable names in ``from_env``)."""
+
+    audit: AuditSettings = field(default_factory=AuditSettings)
+    default_source: str = "graph"
+    output_connection_string: str | None = field(default=None, repr=False)
+    output_account_url: str | None = None
+    output_folder: str | None = None
+    output_container: str = "ual-output"
+    default_concurrency: int = 3
+    max_concurrency: int = 10
+    max_chunks: int = 10_000
+    min_interval_minutes: int = 1
+    max_interval_minutes: int = 7 * 24 * 60
+    retention_days: int = 180
+    min_split_seconds: int = 60
+    poll_interval_seconds: float = 30.0
+    poll_backoff: float = 1.5
+    poll_max_interval_seconds: float = 300.0
+    max_polls: int = 240
+    chunks_per_execution: int = 50
+    max_attempts: int = 4
+    retry_base_seconds: float = 15.0
+    retry_max_seconds: float = 600.0
+    max_filter_values: int = 50
+
+    @property
+    def sink_kind(self) -> str:
+        """``blob`` (connection string or account URL) or ``folder`` (the embedded default)."""
+        return "blob" if self.output_connection_string or self.output_account_url else "folder"
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Build settings from environment-like text values; ``ConfigError`` names the first bad setting."""
+        d = cls()
+        a = AuditSettings()
+        reader = _Reader(env)
+        audit = AuditSettings(
+            client_id=reader.text("AUDIT_CLIENT_ID", a.client_id),
+            client_secret=reader.optional("AUDIT_CLIENT_SECRET"),
+            certificate_path=reader.optional("AUDIT_CERTIFICATE_PATH"),
+            certificate_thumbprint=reader.optional("AUDIT_CERTIFICATE_THUMBPRINT"),
+            authority_host=reader.url("AUDIT_AUTHORITY_HOST", a.authority_host),
+            graph_base_url=reader.url("AUDIT_GRAPH_BASE_URL", a.graph_base_url),
+            graph_api_version=reader.choice("AUDIT_GRAPH_API_VERSION", a.graph_api_version, ("beta", "v1.0")),
+            exchange_base_url=reader.url("AUDIT_EXCHANGE_BASE_URL", a.exchange_base_url),
+            ca_bundle=reader.optional("AUDIT_CA_BUNDLE"),
+            http_timeout_seconds=reader.number("AUDIT_HTTP_TIMEOUT_SECONDS", a.http_timeout_seconds, float, 1, 600),
+            page_size=reader.number("AUDIT_PAGE_SIZE", a.page_size, int, 1, 10_000),
+            max_attempts=reader.number("AUDIT_MAX_ATTEMPTS", a.max_attempts, int, 1, 20),
+            max_retry_wait_seconds=reader.number(
+                "AUDIT_MAX_RETRY_WAIT_SECONDS", a.max_retry_wait_seconds, float, 0, 3600
+            ),
+            transient_403_attempts=reader.number("AUDIT_TRANSIENT_403_ATTEMPTS", a.transient_403_attempts, int, 0, 20),
+        )
+        settings = cls(
+            audit=audit,
+            default_source=reader.choice("COLLECTOR_DEFAULT_SOURCE", d.default_source, SOURCES),
+            output_connection_string=reader.optional("OUTPUT_STORAGE_CONNECTION"),
+            output_account_url=reader.optional("OUTPUT_STORAGE_ACCOUNT_URL"),
+            output_folder=reader.optional("OUTPUT_FOLDER"),
+            output_container=reader.container("OUTPUT_CONTAINER", d.output_container),
+            default_concurrency=reader.number("COLLECTOR_DEFAULT_CONCURRENCY", d.default_concurrency, int, 1, 100),
+            max_concurrency=reader.number("COLLECTOR_MAX_CONCURRENCY", d.max_concurrency, int, 1, 100),
+            max_chunks=reader.number("COLLECTOR_MAX_CHUNKS", d.max_chunks, int, 1, 1_000_000),
+            min_interval_minutes=reader.number(
+                "COLLECTOR_MIN_INTERVAL_MINUTES", d.min_interval_minutes, int, 1, 525_600
+            ),
+            max_interval_minutes=reader.number(
+                "COLLECTOR_MAX_INTERVAL_MINUTES", d.max_interval_minutes, int, 1, 525_600
+            ),
+            retention_days=reader.number("COLLECTOR_RETENTION_DAYS", d.retention_days, int, 1, 3650),
+            min_split_seconds=reader.number("COLLECTOR_MIN_SPLIT_SECONDS", d.min_split_seconds, int, 1, 86_400),
+            poll_interval_seconds=reader.number(
+                "COLLECTOR_POLL_INTERVAL_SECONDS", d.poll_interval_seconds, float, 0, 3600
+            ),
+            poll_backoff=reader.number("COLLECTOR_POLL_BACKOFF", d.poll_backoff, float, 1, 10),
+            poll_max_interval_seconds=reader.number(
+                "COLLECTOR_POLL_MAX_INTERVAL_SECONDS", d.poll_max_interval_seconds, float, 0, 86_400
+            ),
+            max_polls=reader.number("COLLECTOR_MAX_POLLS", d.max_polls, int, 1, 100_000),
+            chunks_per_execution=reader.number(
+                "COLLECTOR_CHUNKS_PER_EXECUTION", d.chunks_per_execution, int, 1, 10_000
+            ),
+            max_attempts=reader.number("COLLECTOR_MAX_ATTEMPTS", d.max_attempts, int, 1, 50),
+            retry_base_seconds=reader.number("COLLECTOR_RETRY_BASE_SECONDS", d.retry_base_seconds, float, 0, 3600),
+            retry_max_seconds=reader.number("COLLECTOR_RETRY_MAX_SECONDS", d.retry_max_seconds, float, 0, 86_400),
+            max_filter_values=reader.number("COLLECTOR_MAX_FILTER_VALUES", d.max_filter_values, int, 1, 1000),
+        )
+        _check_consistency(settings)
+        return settings
+
+
+def _check_consistency(s: Settings) -> None:
+    if s.default_concurrency > s.max_concurrency:
+        raise ConfigError("COLLECTOR_DEFAULT_CONCURRENCY", "must not exceed COLLECTOR_MAX_CONCURRENCY")
+    if s.min_interval_minutes > s.max_interval_minutes:
+        raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
+    if s.output_connection_string and s.output_account_url:
+        raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
+
+
+class _Reader:
+    def __init__(self, env: Mapping[str, str]) -> None:
+        self._env = env
+
+    def optional(self, name: str) -> str | None:
+        value = self._env.get(name, "").strip()
+        return value or None
+
+    def text(self, name: str, default: str) -> str:
+        return self.optional(name) or default
+
+    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.text(name, default).lower()
+        if value not in allowed:
+            raise ConfigError(name, f"must be one of {', '.join(allowed)}")
+        return value
+
+    def url(self, name: str, default: str) -> str:
+        value = self.text(name, default).rstrip("/")
+        if not value.startswith(("https://", "http://")):
+            raise ConfigError(name, "must be an http(s) URL")
+        return value
+
+    def container(self, name: str, default: str) -> str:
+        value = self.text(name, default)
+        ok = 3 <= len(value) <= 63 and value.replace("-", "").isalnum() and value == value.lower()
+        if not ok or value.startswith("-") or "--" in value:
+            raise ConfigError(name, "must be a valid blob container name (3-63 lowercase letters, digits, '-')")
+        return value
+
+    def number(self, name: str, default: _T, kind: Callable[[str], _T], low: float, high: float) -> _T:
+        raw = self.optional(name)
+        if raw is None:
+            return default
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ConfigError(name, f"must be a {getattr(kind, '__name__', 'number')}") from None
+        if not low <= value <= high:  # type: ignore[operator]
+            raise ConfigError(name, f"must be between {low:g} and {high:g}")
+        return value

@@ -1,0 +1,250 @@
+"""Validation of ``POST /api/collections`` bodies: a pure typed function over the request JSON and ``Settings``.
+
+Every rejection is an ``InvalidRequest`` naming the field and a stable rule code (what clients and tests match on)
+plus a human message. Nothing is started or written before this has passed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.audit.ports import AuditFilters
+from shared.errors import RequestValidationError
+from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
+from shared.names import is_safe_id
+from shared.planning import chunk_count, smallest_interval_minutes
+from shared.settings import Settings
+
+DEFAULT_INTERVAL_MINUTES = 60
+
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+_DOMAIN = re.compile(r"^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+_RECORD_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
+_OPERATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_USER_ID = re.compile(r"^[A-Za-z0-9._%+'@-]{1,256}$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ALLOWED_FIELDS = frozenset(
+    {"tenantId", "startDate", "endDate", "intervalMinutes", "maxConcurrency", "source", "filters", "collectionId"}
+)
+_FILTER_FIELDS = {
+    "recordTypes": "record_types",
+    "operations": "operations",
+    "userIds": "user_principal_names",
+    "ipAddresses": "ip_addresses",
+    "objectIds": "object_ids",
+    "keyword": "keyword",
+}
+
+
+class InvalidRequest(RequestValidationError):  # noqa: N818 - reads as the HTTP outcome
+    """A request field breaks a rule; ``message`` is the sentence shown to the caller."""
+
+    def __init__(self, field: str, rule: str, message: str) -> None:
+        super().__init__(field, rule)
+        self.message = message
+
+    def to_json(self) -> JsonDict:
+        return {"error": {"field": self.field, "rule": self.rule, "message": self.message}}
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionRequest:
+    """A validated collection request."""
+
+    tenant_id: str
+    start: datetime
+    end: datetime
+    interval_minutes: int
+    max_concurrency: int
+    source: str
+    filters: AuditFilters
+    collection_id: str | None
+    chunk_count: int
+
+    def to_json(self) -> JsonDict:
+        return {
+            "tenantId": self.tenant_id,
+            "startDate": iso(self.start),
+            "endDate": iso(self.end),
+            "intervalMinutes": self.interval_minutes,
+            "maxConcurrency": self.max_concurrency,
+            "source": self.source,
+            "filters": filters_to_json(self.filters),
+            "collectionId": self.collection_id,
+            "chunkCount": self.chunk_count,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> CollectionRequest:
+        return cls(
+            tenant_id=str(data["tenantId"]),
+            start=parse_iso(data["startDate"]),
+            end=parse_iso(data["endDate"]),
+            interval_minutes=int(data["intervalMinutes"]),
+            max_concurrency=int(data["maxConcurrency"]),
+            source=str(data["source"]),
+            filters=filters_from_json(data.get("filters")),
+            collection_id=data.get("collectionId"),
+            chunk_count=int(data["chunkCount"]),
+        )
+
+
+def validate_collection_request(body: Any, settings: Settings, now: datetime) -> CollectionRequest:
+    """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("body", "type", "the request body must be a JSON object")
+    for key in body:
+        if key not in _ALLOWED_FIELDS:
+            raise InvalidRequest(
+                str(key)[:64], "unknown_field", f"unknown field; allowed: {', '.join(sorted(_ALLOWED_FIELDS))}"
+            )
+
+    tenant_id = _tenant(body.get("tenantId"))
+    start = _date(body, "startDate")
+    end = _date(body, "endDate")
+    if end <= start:
+        raise InvalidRequest("endDate", "order", "endDate must be after startDate")
+    if end > now:
+        raise InvalidRequest("endDate", "future", "endDate must not be in the future")
+    oldest = now - timedelta(days=settings.retention_days)
+    if start < oldest:
+        raise InvalidRequest(
+            "startDate", "retention", f"startDate is older than the {settings.retention_days}-day retention"
+        )
+
+    interval = _whole_number(body, "intervalMinutes", DEFAULT_INTERVAL_MINUTES)
+    if not settings.min_interval_minutes <= interval <= settings.max_interval_minutes:
+        raise InvalidRequest(
+            "intervalMinutes",
+            "range",
+            f"intervalMinutes must be between {settings.min_interval_minutes} and {settings.max_interval_minutes}",
+        )
+    count = chunk_count(start, end, timedelta(minutes=interval))
+    if count > settings.max_chunks:
+        smallest = smallest_interval_minutes(start, end, settings.max_chunks)
+        hint = (
+            f"use intervalMinutes >= {smallest}"
+            if smallest <= settings.max_interval_minutes
+            else "shorten the date range (it does not fit even at the largest interval)"
+        )
+        raise InvalidRequest(
+            "intervalMinutes", "too_many_chunks", f"{count} chunks exceed the limit of {settings.max_chunks}; {hint}"
+        )
+
+    concurrency = _whole_number(body, "maxConcurrency", settings.default_concurrency)
+    if not 1 <= concurrency <= settings.max_concurrency:
+        raise InvalidRequest(
+            "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
+        )
+
+    source = body.get("source", settings.default_source)
+    if not isinstance(source, str) or source.lower() not in SOURCES:
+        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
+    source = source.lower()
+
+    filters = _filters(body.get("filters"), settings)
+    if source == "exchange" and len(filters.record_types) > 1:
+        raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
+
+    collection_id = body.get("collectionId")
+    if collection_id is not None and (not isinstance(collection_id, str) or not is_safe_id(collection_id)):
+        raise InvalidRequest(
+            "collectionId",
+            "format",
+            "collectionId must be 1-64 letters, digits, '-' or '_' starting with a letter or digit",
+        )
+    return CollectionRequest(tenant_id, start, end, interval, concurrency, source, filters, collection_id, count)
+
+
+def _tenant(value: Any) -> str:
+    if value is None:
+        raise InvalidRequest("tenantId", "required", "tenantId is required")
+    if not isinstance(value, str):
+        raise InvalidRequest("tenantId", "type", "tenantId must be a string")
+    text = value.strip().lower()
+    if not (_GUID.match(text) or _DOMAIN.match(text)):
+        raise InvalidRequest(
+            "tenantId", "format", "tenantId must be a GUID or a domain such as contoso.onmicrosoft.com"
+        )
+    return text
+
+
+def _date(body: JsonDict, name: str) -> datetime:
+    value = body.get(name)
+    if value is None:
+        raise InvalidRequest(name, "required", f"{name} is required")
+    if not isinstance(value, str):
+        raise InvalidRequest(name, "type", f"{name} must be an ISO 8601 string")
+    try:
+        return parse_iso(value.strip())
+    except ValueError:
+        raise InvalidRequest(name, "format", f"{name} must be ISO 8601, e.g. 2024-11-17T10:00:00Z") from None
+
+
+def _whole_number(body: JsonDict, name: str, default: int) -> int:
+    value = body.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidRequest(name, "type", f"{name} must be a number")
+    if isinstance(value, float) and not value.is_integer():
+        raise InvalidRequest(name, "whole_number", f"{name} must be a whole number")
+    return int(value)
+
+
+def _filters(value: Any, settings: Settings) -> AuditFilters:
+    if value is None:
+        return AuditFilters()
+    if not isinstance(value, dict):
+        raise InvalidRequest("filters", "type", "filters must be an object")
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        field = f"filters.{key}"
+        if key not in _FILTER_FIELDS:
+            raise InvalidRequest(field[:64], "unknown_field", f"unknown filter; allowed: {', '.join(_FILTER_FIELDS)}")
+        if key == "keyword":
+            out["keyword"] = _keyword(item)
+            continue
+        if not isinstance(item, list) or not all(isinstance(v, str) for v in item):
+            raise InvalidRequest(field, "type", f"{field} must be a list of strings")
+        if len(item) > settings.max_filter_values:
+            raise InvalidRequest(field, "count", f"{field} accepts at most {settings.max_filter_values} values")
+        out[_FILTER_FIELDS[key]] = tuple(_filter_value(key, field, v) for v in item)
+    return AuditFilters(**out)
+
+
+def _keyword(item: Any) -> str | None:
+    if item is None:
+        return None
+    if not isinstance(item, str):
+        raise InvalidRequest("filters.keyword", "type", "filters.keyword must be a string")
+    if len(item) > 256:
+        raise InvalidRequest("filters.keyword", "length", "filters.keyword accepts at most 256 characters")
+    if _CONTROL.search(item):
+        raise InvalidRequest("filters.keyword", "characters", "filters.keyword must not contain control characters")
+    return item.strip() or None
+
+
+def _filter_value(key: str, field: str, value: str) -> str:
+    text = value.strip()
+    if not text:
+        raise InvalidRequest(field, "empty", f"{field} values must not be empty")
+    if key == "ipAddresses":
+        try:
+            return str(ipaddress.ip_address(text))
+        except ValueError:
+            raise InvalidRequest(field, "format", f"{field} values must be IPv4 or IPv6 addresses") from None
+    if key == "objectIds":
+        if len(text) > 1024:
+            raise InvalidRequest(field, "length", f"{field} values accept at most 1024 characters")
+        if _CONTROL.search(text):
+            raise InvalidRequest(field, "characters", f"{field} values must not contain control characters")
+        return text
+    pattern = {"recordTypes": _RECORD_TYPE, "operations": _OPERATION, "userIds": _USER_ID}[key]
+    if len(text) > 256:
+        raise InvalidRequest(field, "length", f"{field} values accept at most 256 characters")
+    if not pattern.match(text):
+        raise InvalidRequest(field, "characters", f"{field} value has characters that are not allowed")
+    return text
