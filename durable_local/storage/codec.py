@@ -168,6 +168,8 @@ def decode_continuation(token: str) -> str:
     if not token.startswith(_TOKEN_PREFIX):
         raise ValueError("invalid continuation token")
     try:
-        return base64.urlsafe_b64decode(token[len(_TOKEN_PREFIX) :].encode("ascii")).decode("utf-8")
+        raw = token[len(_TOKEN_PREFIX) :].encode("ascii")
+        # validate=True: the lenient default silently drops foreign characters and accepts garbage.
+        return base64.b64decode(raw, altchars=b"-_", validate=True).decode("utf-8")
     except (binascii.Error, UnicodeError) as exc:
         raise ValueError("invalid continuation token") from exc
