@@ -63,7 +63,9 @@ def scripted_server(handler: Handler) -> Iterator[ScriptedServer]:
             with lock:
                 recorded.append(request)
                 reply = handler(request)
-            data = reply.raw if reply.raw is not None else (b"" if reply.body is None else json.dumps(reply.body).encode())
+            data = reply.raw if reply.raw is not None else b""
+            if reply.raw is None and reply.body is not None:
+                data = json.dumps(reply.body).encode()
             self.send_response(reply.status)
             for name, value in reply.headers.items():
                 self.send_header(name, value)
@@ -72,9 +74,16 @@ def scripted_server(handler: Handler) -> Iterator[ScriptedServer]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_POST = do_DELETE = _serve
+        def do_GET(self) -> None:
+            self._serve()
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet test output
+        def do_POST(self) -> None:
+            self._serve()
+
+        def do_DELETE(self) -> None:
+            self._serve()
+
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)

@@ -184,15 +184,13 @@ def test_next_link_to_another_origin_is_refused() -> None:
 
 
 def test_poll_of_missing_query_is_query_failed() -> None:
-    with scripted_server(replies(Reply(404, {"error": {"code": "NotFound"}}))) as srv:
-        with pytest.raises(QueryFailedError):
-            client_for(srv.base_url).get_query("gone")
+    with scripted_server(replies(Reply(404, {"error": {"code": "NotFound"}}))) as srv, pytest.raises(QueryFailedError):
+        client_for(srv.base_url).get_query("gone")
 
 
 def test_create_without_id_is_an_error() -> None:
-    with scripted_server(replies(Reply(201, {"status": "notStarted"}))) as srv:
-        with pytest.raises(PermanentApiError):
-            client_for(srv.base_url).create_query(WINDOW, AuditFilters(), display_name="x")
+    with scripted_server(replies(Reply(201, {"status": "notStarted"}))) as srv, pytest.raises(PermanentApiError):
+        client_for(srv.base_url).create_query(WINDOW, AuditFilters(), display_name="x")
 
 
 def test_emulator_independent_copy_is_not_mutated() -> None:

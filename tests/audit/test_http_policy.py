@@ -136,7 +136,8 @@ def test_401_refreshes_token_once() -> None:
 
 def test_second_401_is_authentication_error_without_token(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    with scripted_server(replies(Reply(401, {"error": {"code": "InvalidAuthenticationToken", "message": "bad"}}))) as srv:
+    unauthorized = Reply(401, {"error": {"code": "InvalidAuthenticationToken", "message": "bad"}})
+    with scripted_server(replies(unauthorized)) as srv:
         client, _, tokens = make_client(srv.base_url)
         with pytest.raises(AuthenticationError) as info:
             client.request_json("GET", f"{srv.base_url}/x")

@@ -1,0 +1,200 @@
+"""Exchange adapter: parameters, session integrity checks, empty results and the cap, over a scripted loopback API."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from shared.audit.config import AuditApiConfig
+from shared.audit.exchange import ExchangeAuditClient, build_parameters, validate_exchange_filters
+from shared.audit.normalise import normalise_exchange_row
+from shared.audit.ports import AuditFilters, MalformedRecord, TimeWindow
+from shared.errors import NeedsSplitError, RequestValidationError, TransientApiError
+from tests.audit.scripted_server import FakeTokens, Recorded, Reply, scripted_server
+
+WINDOW = TimeWindow(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 1, 2, tzinfo=UTC))
+
+
+def row(index: int, count: int, record_type: str = "ExchangeItem", *, data: str | None = None) -> dict[str, Any]:
+    audit = {
+        "Id": f"id-{record_type}-{index}",
+        "CreationTime": "2024-03-01T00:10:00",
+        "Operation": "Send",
+        "RecordType": 2,
+        "UserId": "adele@contoso.com",
+        "UserType": 0,
+        "Workload": "Exchange",
+        "ClientIP": "203.0.113.5",
+        "ObjectId": "<m@contoso.com>",
+        "OrganizationId": "org",
+    }
+    return {
+        "RecordType": record_type,
+        "AuditData": data if data is not None else json.dumps(audit),
+        "ResultIndex": index,
+        "ResultCount": count,
+        "Identity": f"id-{record_type}-{index}",
+    }
+
+
+def session_api(count: int, page: int, *, mutate: Callable[[int, list[dict[str, Any]]], None] | None = None) -> Any:
+    """A handler modelling sessions: each SessionId walks 1..count in blocks of ResultSize (capped at ``page``)."""
+    progress: dict[str, int] = {}
+    calls = [0]
+
+    def handle(request: Recorded) -> Reply:
+        params = request.body["CmdletInput"]["Parameters"]
+        record_type = params.get("RecordType", "ExchangeItem")
+        done = progress.get(params["SessionId"], 0)
+        size = min(int(params["ResultSize"]), page)
+        rows = [row(i, count, record_type) for i in range(done + 1, min(done + size, count) + 1)]
+        progress[params["SessionId"]] = done + len(rows)
+        calls[0] += 1
+        if mutate is not None:
+            mutate(calls[0], rows)
+        return Reply(200, {"value": rows})
+
+    return handle
+
+
+def client_for(base_url: str, **kwargs: Any) -> ExchangeAuditClient:
+    config = AuditApiConfig(
+        tenant_id="contoso.onmicrosoft.com", client_id="app", client_secret="s", exchange_base_url=base_url
+    )
+    return ExchangeAuditClient(config, tokens=FakeTokens(), sleep=lambda _: None, **kwargs)
+
+
+def test_parameters_and_filters() -> None:
+    filters = AuditFilters(
+        operations=("Send", "MailItemsAccessed"),
+        user_principal_names=("a@contoso.com",),
+        ip_addresses=("203.0.113.5",),
+        object_ids=("o",),
+        keyword="budget",
+    )
+    params = build_parameters(WINDOW, filters, record_type="exchangeItem", session_id="S", result_size=5000)
+    assert params == {
+        "StartDate": "2024-03-01T00:00:00",
+        "EndDate": "2024-03-01T02:00:00",
+        "SessionId": "S",
+        "SessionCommand": "ReturnLargeSet",
+        "ResultSize": 5000,
+        "RecordType": "ExchangeItem",
+        "Operations": ["Send", "MailItemsAccessed"],
+        "UserIds": ["a@contoso.com"],
+        "IPAddresses": ["203.0.113.5"],
+        "ObjectIds": ["o"],
+        "FreeText": "budget",
+    }
+
+
+@pytest.mark.parametrize("filters", [AuditFilters(service="Exchange"), AuditFilters(administrative_unit_ids=("au",))])
+def test_unsupported_filters_are_rejected(filters: AuditFilters) -> None:
+    with pytest.raises(RequestValidationError):
+        validate_exchange_filters(filters)
+
+
+def test_row_maps_to_graph_shape() -> None:
+    record = normalise_exchange_row(row(1, 1))
+    assert not isinstance(record, MalformedRecord)
+    assert record["id"] == "id-ExchangeItem-1"
+    assert record["createdDateTime"] == "2024-03-01T00:10:00Z"
+    assert record["auditLogRecordType"] == "exchangeItem"
+    assert record["service"] == "Exchange" and record["clientIp"] == "203.0.113.5"
+    assert record["userPrincipalName"] == "adele@contoso.com" and record["userType"] == "regular"
+    assert record["auditData"]["Operation"] == "Send"
+    bad = normalise_exchange_row(row(2, 2, data='{"Id": "x", "Cre'))
+    assert isinstance(bad, MalformedRecord) and "not JSON" in bad.reason and "id-ExchangeItem-2" in bad.raw
+
+
+def test_session_pages_until_result_count() -> None:
+    with scripted_server(session_api(count=12, page=5)) as srv:
+        pages = list(client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters()))
+    assert [len(p.records) for p in pages] == [5, 5, 2]
+    ids = [r["id"] for p in pages for r in p.records]
+    assert len(set(ids)) == 12
+    probe, *session = srv.requests
+    assert probe.body["CmdletInput"]["Parameters"]["ResultSize"] == 1
+    assert len({r.body["CmdletInput"]["Parameters"]["SessionId"] for r in session}) == 1
+    session_id = session[0].body["CmdletInput"]["Parameters"]["SessionId"]
+    assert probe.body["CmdletInput"]["Parameters"]["SessionId"] != session_id
+    headers = session[0].headers
+    assert headers["X-CmdletName"] == "Search-UnifiedAuditLog" and headers["X-ResponseFormat"] == "json"
+    assert headers["X-AnchorMailbox"].startswith("SystemMailbox{") and headers["Prefer"] == "odata.maxpagesize=5"
+    assert srv.requests[0].path == "/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand"
+
+
+@pytest.mark.parametrize("empty", [[], [{"ResultCount": 0, "ResultIndex": -1, "AuditData": None}]])
+def test_empty_result_forms(empty: list[dict[str, Any]]) -> None:
+    with scripted_server(lambda _: Reply(200, {"value": empty})) as srv:
+        client = client_for(srv.base_url)
+        assert client.count(WINDOW, AuditFilters()) == 0
+        assert list(client.iter_record_pages(WINDOW, AuditFilters())) == []
+
+
+def test_count_over_cap_needs_split_before_any_session_call() -> None:
+    with scripted_server(session_api(count=120, page=5)) as srv:
+        client = client_for(srv.base_url, session_cap=100, result_size=5)
+        assert client.count(WINDOW, AuditFilters()) == 120
+        with pytest.raises(NeedsSplitError) as info:
+            next(iter(client.iter_record_pages(WINDOW, AuditFilters())))
+    assert info.value.limit == 100 and info.value.reported_count == 120
+    assert len(srv.requests) == 2  # the count probe and the split probe: no page was fetched
+
+
+def test_several_record_types_run_one_session_each_probing_all_first() -> None:
+    with scripted_server(session_api(count=3, page=5)) as srv:
+        client = client_for(srv.base_url, result_size=5)
+        filters = AuditFilters(record_types=("exchangeItem", "sharePointFileOperation"))
+        assert client.count(WINDOW, filters) == 6
+        pages = list(client.iter_record_pages(WINDOW, filters))
+    types = [r.body["CmdletInput"]["Parameters"]["RecordType"] for r in srv.requests[2:]]
+    assert types == ["ExchangeItem", "SharePointFileOperation", "ExchangeItem", "SharePointFileOperation"]
+    assert (
+        sorted(r["auditLogRecordType"] for p in pages for r in p.records)
+        == ["exchangeItem"] * 3 + ["sharePointFileOperation"] * 3
+    )
+
+
+def _gap(call: int, rows: list[dict[str, Any]]) -> None:
+    if call == 3:  # probe, first page, then a page that skips an index
+        for r in rows:
+            r["ResultIndex"] += 1
+
+
+def _count_change(call: int, rows: list[dict[str, Any]]) -> None:
+    if call == 3:
+        for r in rows:
+            r["ResultCount"] += 1
+
+
+def _early_end(call: int, rows: list[dict[str, Any]]) -> None:
+    if call == 3:
+        rows.clear()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [(_gap, "not contiguous"), (_count_change, "ResultCount changed"), (_early_end, "ended at index 5 of 12")],
+)
+def test_integrity_violations_are_transient(mutate: Any, message: str) -> None:
+    with scripted_server(session_api(count=12, page=5, mutate=mutate)) as srv:
+        pages = client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters())
+        assert len(next(pages).records) == 5
+        with pytest.raises(TransientApiError, match=message):
+            next(pages)
+
+
+def test_malformed_row_is_quarantined_rest_kept() -> None:
+    def corrupt(call: int, rows: list[dict[str, Any]]) -> None:
+        if call == 2:
+            rows[1]["AuditData"] = rows[1]["AuditData"][:20]
+
+    with scripted_server(session_api(count=4, page=5, mutate=corrupt)) as srv:
+        (page,) = list(client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters()))
+    assert len(page.records) == 3 and len(page.malformed) == 1
+    assert "id-ExchangeItem-2" in page.malformed[0].raw
