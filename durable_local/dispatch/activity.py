@@ -1,0 +1,187 @@
+"""The activity dispatcher: a pool of ``max_concurrent_activities`` threads over the work-item queue.
+
+Each thread dequeues one message (hidden for ``work_item_visibility_timeout``, renewed while the activity
+runs), calls ``registry.activity(name)(input_json)``, and answers the orchestration with ``TaskCompleted``
+or ``TaskFailed`` on its control queue FIRST, then deletes the work item (DTFx
+``CompleteTaskActivityWorkItemAsync``). A crash between the two (C9) re-runs the activity and duplicates the
+completion; a crash before the response (C8) re-runs it after the visibility timeout: at-least-once.
+
+TaskFailed carries what the Durable extension's ``TaskActivityShim`` writes for an out-of-proc failure:
+``Reason = "Activity function '<name>' failed: <friendly message>"`` where the friendly message is the
+worker's ``"\\nException:"`` text (`` <Type>: <message>``), and ``Details`` = the serialised exception
+(here: JSON with the Python type, message and traceback). The Python SDK raises ``f"{Reason} \\n {Details}"``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from durable_local.control_queue import PollingBackoff
+from durable_local.dispatch.counters import EngineCounters
+from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
+from durable_local.history import task_completed, task_failed
+from durable_local.model import FunctionRegistry, HistoryEvent, TaskMessage
+from durable_local.ports import Clock, MessageGoneError, Queue, QueueMessage
+from durable_local.settings import EngineSettings
+
+_log = logging.getLogger(__name__)
+
+
+def failure_reason(activity_name: str, exc: BaseException) -> str:
+    """The extension's TaskFailed Reason for an out-of-proc activity exception."""
+    return f"Activity function '{activity_name}' failed:  {type(exc).__name__}: {exc}"
+
+
+def failure_details(exc: BaseException) -> str:
+    """A stand-in for the extension's serialised exception (``Utils.SerializeCause``)."""
+    return json.dumps(
+        {
+            "ClassName": type(exc).__name__,
+            "Message": str(exc),
+            "StackTraceString": "".join(traceback.format_exception(exc)),
+        }
+    )
+
+
+@dataclass(slots=True)
+class _InFlight:
+    message: QueueMessage
+    lock: threading.Lock
+    renewed_at: datetime
+
+
+class ActivityDispatcher:
+    def __init__(
+        self,
+        *,
+        work_items: Queue,
+        control_queue_for: Callable[[str], Queue],
+        registry: FunctionRegistry,
+        settings: EngineSettings,
+        clock: Clock,
+        faults: FaultInjector,
+        counters: EngineCounters,
+    ) -> None:
+        self._work_items = work_items
+        self._control_queue_for = control_queue_for
+        self._registry = registry
+        self._settings = settings
+        self._clock = clock
+        self._faults = faults
+        self._counters = counters
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._in_flight: dict[str, _InFlight] = {}
+        self._in_flight_lock = threading.Lock()
+
+    def start(self) -> None:
+        for index in range(self._settings.max_concurrent_activities):
+            thread = threading.Thread(target=self._run, name=f"dl-activity-{index}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+        renewer = threading.Thread(target=self._renew_loop, name="dl-activity-renewer", daemon=True)
+        self._threads.append(renewer)
+        renewer.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop taking work; wait up to ``timeout`` for running activities to finish."""
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self) -> None:
+        backoff = PollingBackoff(self._settings.min_queue_polling_interval, self._settings.max_queue_polling_interval)
+        try:
+            while not self._stop.is_set() and not self._faults.dead:
+                messages = self._work_items.get_messages(1, self._settings.work_item_visibility_timeout)
+                if not messages:
+                    self._stop.wait(backoff.next_delay())
+                    continue
+                backoff.reset()
+                try:
+                    self.process(messages[0])
+                except WorkerKilled:
+                    raise
+                except Exception:
+                    # Storage trouble after the run: the message reappears after its visibility timeout.
+                    _log.exception("activity work item %s failed", messages[0].message_id)
+        except WorkerKilled:
+            return
+
+    def process(self, message: QueueMessage) -> None:
+        scheduled = message.body.event
+        name = str(scheduled.get("Name") or "")
+        entry = _InFlight(message, threading.Lock(), self._clock.now())
+        with self._in_flight_lock:
+            self._in_flight[message.message_id] = entry
+        self._counters.activity_started(name)
+        failed = False
+        try:
+            response = self._execute(name, scheduled)
+            failed = "Reason" in response
+        finally:
+            self._counters.activity_finished(name, failed=failed)
+        self._faults.hit(CrashPoint.C8_ACTIVITY_AFTER_EXECUTE, name=name, message=message)
+        reply = TaskMessage(message.body.instance_id, message.body.execution_id, response)
+        self._control_queue_for(message.body.instance_id).add(reply)
+        self._faults.hit(CrashPoint.C9_ACTIVITY_AFTER_RESPONSE, name=name, message=message)
+        with entry.lock:
+            with self._in_flight_lock:
+                self._in_flight.pop(message.message_id, None)
+            try:
+                self._work_items.delete(message.message_id, entry.message.pop_receipt)
+            except MessageGoneError:
+                _log.warning("work item %s was gone at delete (visibility expired?)", message.message_id)
+
+    def _execute(self, name: str, scheduled: HistoryEvent) -> HistoryEvent:
+        now = self._clock.now
+        task_id = int(scheduled.get("EventId", -1))
+        function = self._registry.activity(name)
+        if function is None:
+            reason = f"The activity function '{name}' doesn't exist, is disabled, or is not an activity function."
+            return task_failed(timestamp=now(), task_scheduled_id=task_id, reason=reason, details=None)
+        try:
+            result = function(scheduled.get("Input"))
+        except Exception as exc:
+            _log.info("activity %s failed: %s", name, exc)
+            return task_failed(
+                timestamp=now(),
+                task_scheduled_id=task_id,
+                reason=failure_reason(name, exc),
+                details=failure_details(exc),
+            )
+        return task_completed(timestamp=now(), task_scheduled_id=task_id, result=result)
+
+    def _renew_loop(self) -> None:
+        """Keep running activities hidden: renew each message's visibility every half timeout."""
+        timeout = self._settings.work_item_visibility_timeout
+        try:
+            while not self._stop.wait(0.05) and not self._faults.dead:
+                now = self._clock.now()
+                with self._in_flight_lock:
+                    entries = list(self._in_flight.values())
+                for entry in entries:
+                    if now - entry.renewed_at < timeout / 2:
+                        continue
+                    with entry.lock:
+                        with self._in_flight_lock:
+                            if entry.message.message_id not in self._in_flight:
+                                continue
+                        try:
+                            updated = self._work_items.update_visibility(
+                                entry.message.message_id, entry.message.pop_receipt, timeout
+                            )
+                        except MessageGoneError:
+                            continue
+                        entry.message.pop_receipt = updated.pop_receipt
+                        entry.renewed_at = now
+        except WorkerKilled:
+            return

@@ -1,0 +1,313 @@
+"""The orchestration dispatcher: lock a session, run one episode, checkpoint in Azure Storage order.
+
+Per work item (DTFx ``LockNextTaskOrchestrationWorkItemAsync`` + ``CompleteTaskOrchestrationWorkItemAsync``):
+
+1. released queue (lease lost) → abandon the batch and release the session;
+2. out-of-order responses (their TaskScheduled/TimerCreated is not in the loaded history) → abandon them;
+3. non-executable instance (no ExecutionStarted anywhere, or already terminal) → delete this execution's
+   messages, defer the others;
+4. ``run_episode`` (the replay layer), then checkpoint:
+   (1) outbound messages — activities to the work-item queue, timers to the own control queue hidden until
+   FireAt, orchestrator messages to the target instance's control queue; (2) history in batches of ≤ 99
+   events under the sentinel ETag (conflict = split brain → abandon); (3) the Instances row; (4) delete the
+   work item's messages; then release the session.
+
+Crash points C1-C7 and C13 are hit at the matching places (``durable_local.faults``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from durable_local.dispatch.counters import EngineCounters
+from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
+from durable_local.history import event_type, execution_terminated, parse_timestamp
+from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
+from durable_local.ports import Clock, EtagConflictError, HistoryBatch, Queue, QueueMessage, TrackingStore
+from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
+from durable_local.session_types import OrchestrationSession, started_event
+from durable_local.sessions import OrchestrationSessionManager
+from durable_local.settings import EngineSettings
+
+_log = logging.getLogger(__name__)
+
+_LIVE = (RuntimeStatus.RUNNING, RuntimeStatus.PENDING, RuntimeStatus.SUSPENDED)
+
+
+def history_status(history: list[HistoryEvent]) -> RuntimeStatus:
+    """DTFx ``OrchestrationRuntimeState.OrchestrationStatus``: from the ExecutionCompleted event, else Running."""
+    for event in reversed(history):
+        if event_type(event) in (EventType.EXECUTION_COMPLETED, EventType.CONTINUE_AS_NEW):
+            return RuntimeStatus(int(event.get("OrchestrationStatus", 0)))
+    return RuntimeStatus.RUNNING
+
+
+class OrchestrationDispatcher:
+    def __init__(
+        self,
+        sessions: OrchestrationSessionManager,
+        *,
+        tracking: TrackingStore,
+        work_items: Queue,
+        control_queue_for: Callable[[str], Queue],
+        registry: FunctionRegistry,
+        settings: EngineSettings,
+        clock: Clock,
+        faults: FaultInjector,
+        counters: EngineCounters,
+        on_checkpoint: Callable[[str], None] | None = None,
+    ) -> None:
+        self._sessions = sessions
+        self._tracking = tracking
+        self._work_items = work_items
+        self._control_queue_for = control_queue_for
+        self._registry = registry
+        self._settings = settings
+        self._clock = clock
+        self._faults = faults
+        self._counters = counters
+        self._on_checkpoint = on_checkpoint
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.busy = 0
+        self._busy_lock = threading.Lock()
+
+    def start(self) -> None:
+        for index in range(self._settings.orchestration_threads):
+            thread = threading.Thread(target=self._run, name=f"dl-orchestrator-{index}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set() and not self._faults.dead:
+                session = self._sessions.get_next_session(timeout=0.1)
+                if session is None:
+                    continue
+                with self._busy_lock:
+                    self.busy += 1
+                try:
+                    self.process(session)
+                finally:
+                    with self._busy_lock:
+                        self.busy -= 1
+        except WorkerKilled:
+            return
+
+    # ------------------------------------------------------------------------------------------------
+
+    def process(self, session: OrchestrationSession) -> None:
+        """Handle one locked session end to end; always releases it unless the worker dies."""
+        try:
+            if self._prepare(session):
+                self._execute(session)
+        except WorkerKilled:
+            raise
+        except Exception:
+            # A bug or a storage failure: give the messages back (abandon) so that they are retried later.
+            self._counters.add("episode_errors")
+            _log.exception("orchestration work item for %s failed; abandoning it", session.instance_id)
+            self._abandon_all(session)
+        self._sessions.try_release_session(session.instance_id)
+
+    def _prepare(self, session: OrchestrationSession) -> bool:
+        """Steps 1-3; True if an episode should run."""
+        queue = session.control_queue
+        if queue.is_released:
+            self._abandon_all(session)
+            return False
+        out_of_order = [m for m in session.current_batch if session.is_out_of_order(m)]
+        for message in out_of_order:
+            _log.warning(
+                "%s: out-of-order %s for task %s (not in history yet): abandoning",
+                session.instance_id,
+                event_type(message.body.event).name,
+                message.body.event.get("TaskScheduledId", message.body.event.get("TimerId")),
+            )
+            self._faults.hit(CrashPoint.C7_OUT_OF_ORDER_MESSAGE, instance_id=session.instance_id, message=message)
+            self._counters.add("out_of_order_abandoned")
+            queue.abandon(message)
+        session.remove_from_batch(out_of_order)
+        if not session.current_batch:
+            return False
+        warning = self._not_executable_reason(session)
+        if warning is None:
+            return True
+        discard = [m for m in session.current_batch if m.body.execution_id == session.execution_id]
+        keep = [m for m in session.current_batch if m.body.execution_id != session.execution_id]
+        if not discard:
+            discard, keep = keep, []
+        for message in keep:
+            session.defer(message)
+        _log.warning(
+            "%s: discarding %d message(s) (%s): %s",
+            session.instance_id,
+            len(discard),
+            ",".join(event_type(m.body.event).name for m in discard),
+            warning,
+        )
+        self._discard(session, discard, warning)
+        return False
+
+    def _not_executable_reason(self, session: OrchestrationSession) -> str | None:
+        has_start = started_event(session.history) is not None
+        if not has_start and not any(
+            event_type(m.body.event) is EventType.EXECUTION_STARTED for m in session.current_batch
+        ):
+            if not session.history:
+                return "No such instance"
+            return "Invalid history (may have been overwritten by a newer instance)"
+        status = history_status(session.history)
+        if has_start and status not in _LIVE:
+            return f"Instance is {status.display}"
+        return None
+
+    def _execute(self, session: OrchestrationSession) -> None:
+        started = time.perf_counter()
+        now = self._clock.now()
+        past = list(session.history)
+        messages = [m.body for m in session.current_batch]
+        # DTFx EnsureExecutionStartedIsFirst: a start message leads the new events.
+        messages.sort(key=lambda m: event_type(m.event) is not EventType.EXECUTION_STARTED)
+        if session.terminate_reason is not None:
+            # The seed appends ExecutionTerminated to the prefetched history; here it is delivered as the
+            # episode's first new event so the replay layer terminates the orchestration the normal way.
+            past = past[:-1]
+            reason_event = execution_terminated(timestamp=now, reason=session.terminate_reason)
+            messages.insert(0, TaskMessage(session.instance_id, session.execution_id, reason_event))
+        replay_started = time.perf_counter()
+        result = run_episode(
+            EpisodeInput(
+                instance_id=session.instance_id,
+                past_events=past,
+                new_messages=messages,
+                now=now,
+                registry=self._registry,
+                mode=self._settings.scheduling_mode,
+            )
+        )
+        replay_seconds = time.perf_counter() - replay_started
+        self._faults.hit(CrashPoint.C1_AFTER_REPLAY, instance_id=session.instance_id)
+        checkpoint_started = time.perf_counter()
+        if not self._checkpoint(session, result, now):
+            return
+        for message, reason in result.discarded:
+            self._counters.add("discarded_messages")
+            self._faults.hit(CrashPoint.C13_STALE_GENERATION_DISCARDED, message=message, reason=reason)
+        self._counters.episode(
+            total=time.perf_counter() - started,
+            replay=replay_seconds,
+            checkpoint=time.perf_counter() - checkpoint_started,
+        )
+        self._counters.emit(
+            "episode_completed", instance_id=session.instance_id, status=result.status, execution_id=result.execution_id
+        )
+
+    def _checkpoint(self, session: OrchestrationSession, result: EpisodeResult, now: datetime) -> bool:
+        # (1) Outbound messages first: a crash after this re-sends them on retry (at-least-once).
+        outbound: list[tuple[str, Queue, TaskMessage, timedelta]] = []
+        for message in result.orchestrator_messages:
+            outbound.append(("orchestrator", self._control_queue_for(message.instance_id), message, timedelta(0)))
+        for timer in result.timer_messages:
+            delay = timedelta(0) if timer.visible_at is None else max(timer.visible_at - now, timedelta(0))
+            outbound.append(("timer", session.control_queue.queue, timer.message, delay))
+        for message in result.activity_messages:
+            outbound.append(("activity", self._work_items, message, timedelta(0)))
+        for index, (kind, queue, message, delay) in enumerate(outbound):
+            queue.add(message, visibility_delay=delay)
+            self._faults.hit(
+                CrashPoint.C2_AFTER_OUTBOUND_MESSAGE, index=index, total=len(outbound), kind=kind, message=message
+            )
+        # (2) History: the actual checkpoint, guarded by the sentinel ETag.
+        new_events = result.history[result.committed_count :]
+        self._faults.hit(
+            CrashPoint.C6_BEFORE_HISTORY_COMMIT, instance_id=session.instance_id, etag=session.etag, session=session
+        )
+        try:
+            self._write_history(session, result, new_events)
+        except EtagConflictError:
+            self._counters.add("split_brain")
+            _log.warning("SplitBrainDetected: history of %s changed under this worker; abandoning", session.instance_id)
+            self._counters.emit("session_abandoned", instance_id=session.instance_id, reason="split brain")
+            self._abandon_all(session)
+            return False
+        self._faults.hit(CrashPoint.C4_AFTER_HISTORY, instance_id=session.instance_id)
+        # (3) Instances row (insert-or-merge, no ETag).
+        self._tracking.update_instance(self._instance_record(session, result, now))
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(session.instance_id)
+        self._faults.hit(CrashPoint.C5_AFTER_INSTANCE_UPDATE, instance_id=session.instance_id)
+        # (4) The final commit: delete the messages this episode consumed.
+        for consumed in session.current_batch:
+            session.control_queue.delete(consumed)
+        return True
+
+    def _write_history(
+        self, session: OrchestrationSession, result: EpisodeResult, new_events: list[HistoryEvent]
+    ) -> None:
+        size = self._settings.history_batch_size
+        chunks = [new_events[i : i + size] for i in range(0, len(new_events), size)]
+        etag = session.etag
+        for index, chunk in enumerate(chunks):
+            final = index == len(chunks) - 1
+            batch = HistoryBatch(
+                instance_id=session.instance_id,
+                execution_id=result.execution_id,
+                first_sequence_number=result.committed_count + index * size,
+                events=chunk,
+                is_final_batch=final,
+            )
+            etag = self._tracking.write_history_batch(batch, etag)
+            session.etag = etag
+            if not final:
+                self._faults.hit(
+                    CrashPoint.C3_BETWEEN_HISTORY_BATCHES, instance_id=session.instance_id, batch_index=index
+                )
+        session.history = list(result.history)
+        session.execution_id = result.execution_id
+
+    def _instance_record(self, session: OrchestrationSession, result: EpisodeResult, now: datetime) -> InstanceRecord:
+        start = started_event(result.history)
+        created = parse_timestamp(str(start["Timestamp"])) if start and start.get("Timestamp") else now
+        output = result.output
+        if output is None and result.failure is not None and result.status is RuntimeStatus.FAILED:
+            output = json.dumps(result.failure.message)
+        return InstanceRecord(
+            instance_id=session.instance_id,
+            name=result.name or (str(start.get("Name")) if start else ""),
+            execution_id=result.execution_id,
+            status=result.status,
+            created_time=created,
+            last_updated_time=now,
+            version=str(start.get("Version") or "") if start else "",
+            input=result.input,
+            output=output,
+            custom_status=result.custom_status,
+            completed_time=now if result.status.is_terminal else None,
+            generation=result.generation,
+            parent_instance_id=result.parent_instance_id,
+        )
+
+    def _discard(self, session: OrchestrationSession, messages: list[QueueMessage], reason: str) -> None:
+        for message in messages:
+            self._counters.add("discarded_messages")
+            self._faults.hit(CrashPoint.C13_STALE_GENERATION_DISCARDED, message=message.body, reason=reason)
+            session.control_queue.delete(message)
+        session.remove_from_batch(messages)
+        self._counters.emit("messages_discarded", instance_id=session.instance_id, count=len(messages), reason=reason)
+
+    def _abandon_all(self, session: OrchestrationSession) -> None:
+        for message in session.current_batch:
+            session.control_queue.abandon(message)
+        session.current_batch = []

@@ -1,0 +1,242 @@
+"""``Engine``: the local durable engine facade (implements ``durable_local.engine_api.DurableEngine``).
+
+A single worker that owns every partition (its "leases" are control queues 0..N-1), wiring together the
+session manager, the orchestration and activity dispatchers and the client operations over one store.
+
+Typical use::
+
+    store = open_memory_store(clock)
+    engine = Engine(registry, store=store, settings=EngineSettings(), clock=clock)
+    engine.start()
+    instance_id = engine.start_new("my_orchestrator", input_json='"x"')
+    status = engine.wait_for_completion(instance_id, timeout=30)
+    engine.stop()
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+from durable_local.client_ops import ClientOperations
+from durable_local.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.dispatch import ActivityDispatcher, EngineCounters, EventHook, OrchestrationDispatcher
+from durable_local.engine_api import InstanceStatus
+from durable_local.faults import FaultInjector, GuardedQueueService, GuardedTrackingStore
+from durable_local.model import FunctionRegistry, RuntimeStatus, SchedulingMode
+from durable_local.partitioning import control_queue_name, partition_index, work_item_queue_name
+from durable_local.ports import Clock, InstanceQuery, Queue
+from durable_local.sessions import OrchestrationSessionManager
+from durable_local.settings import EngineSettings
+from durable_local.storage import StoreBundle
+
+_log = logging.getLogger(__name__)
+
+
+class Engine:
+    """One worker over one store. Thread-safe; all methods are synchronous.
+
+    Args:
+        registry: orchestrators and activities by name.
+        store: queues + tracking tables (memory or SQLite); the engine does not close it.
+        settings: runtime settings (defaults are the Durable extension's).
+        clock: time source for messages, visibility and timestamps (``SystemClock`` by default).
+        faults: crash-point injector for tests (a fresh, unarmed one by default).
+        mode: scheduling mode; overrides ``settings.scheduling_mode`` when given.
+        on_event: optional observer ``(kind, data)`` called from engine threads (tests).
+    """
+
+    def __init__(
+        self,
+        registry: FunctionRegistry,
+        *,
+        store: StoreBundle,
+        settings: EngineSettings | None = None,
+        clock: Clock | None = None,
+        faults: FaultInjector | None = None,
+        mode: SchedulingMode | None = None,
+        on_event: EventHook | None = None,
+    ) -> None:
+        from durable_local.clock import SystemClock
+
+        base = settings or EngineSettings()
+        if mode is not None and mode is not base.scheduling_mode:
+            base = _with_mode(base, mode)
+        self.settings = base
+        self.registry = registry
+        self.clock: Clock = clock or SystemClock()
+        self.faults = faults or FaultInjector()
+        self.counters = EngineCounters(on_event)
+        self._queues = GuardedQueueService(store.queues, self.faults)
+        self._tracking = GuardedTrackingStore(store.tracking, self.faults)
+        self._lock = threading.Lock()
+        self._started = False
+        self._stopped = False
+        self._pending = PendingMessageTracker()
+        self._control_queues: list[Queue] = [
+            self._queues.get_queue(control_queue_name(base.hub_name, i)) for i in range(base.partition_count)
+        ]
+        self._work_items = self._queues.get_queue(work_item_queue_name(base.hub_name))
+        self.sessions = OrchestrationSessionManager(
+            base, self._tracking, self.clock, pending=self._pending, faults=self.faults
+        )
+        self.client = ClientOperations(
+            registry=registry,
+            tracking=self._tracking,
+            control_queue_for=self.control_queue_for,
+            clock=self.clock,
+            faults=self.faults,
+        )
+        self._orchestrations = OrchestrationDispatcher(
+            self.sessions,
+            tracking=self._tracking,
+            work_items=self._work_items,
+            control_queue_for=self.control_queue_for,
+            registry=registry,
+            settings=base,
+            clock=self.clock,
+            faults=self.faults,
+            counters=self.counters,
+            on_checkpoint=self.client.notify_changed,
+        )
+        self._activities = ActivityDispatcher(
+            work_items=self._work_items,
+            control_queue_for=self.control_queue_for,
+            registry=registry,
+            settings=base,
+            clock=self.clock,
+            faults=self.faults,
+            counters=self.counters,
+        )
+
+    # ------------------------------------------------------------------------------------------------
+    # Lifecycle
+
+    @property
+    def hub_name(self) -> str:
+        return self.settings.hub_name
+
+    def control_queue_for(self, instance_id: str) -> Queue:
+        """The control queue of the partition that owns ``instance_id`` (FNV-1a of the id)."""
+        return self._control_queues[partition_index(instance_id, self.settings.partition_count)]
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            if self._stopped:
+                raise RuntimeError("an Engine cannot be restarted after stop(); create a new one on the same store")
+            self._started = True
+        for index, queue in enumerate(self._control_queues):
+            control = ControlQueue(
+                queue, partition=index, settings=self.settings, pending=self._pending, faults=self.faults
+            )
+            self.sessions.add_queue(queue.name, control)
+        self._orchestrations.start()
+        self._activities.start()
+        _log.info("engine started: hub %s, %d partitions", self.hub_name, self.settings.partition_count)
+
+    def stop(self, *, drain_timeout: float = 30.0) -> None:
+        """Drain every partition (up to ``drain_timeout`` in total), then stop all threads.
+
+        Sessions still running at the deadline are abandoned in place: their messages reappear after
+        the visibility timeout (crash point C15).
+        """
+        with self._lock:
+            if self._stopped or not self._started:
+                self._stopped = True
+                return
+            self._stopped = True
+        deadline = time.monotonic() + max(drain_timeout, 0.0)
+        if not self.faults.dead:
+            for queue in self.sessions.queues:
+                self.sessions.release_queue(queue.name, "shutdown", "Engine.stop")
+            for queue in list(self.sessions.queues):
+                remaining = timedelta(seconds=max(0.0, deadline - time.monotonic()))
+                self.sessions.drain(queue.name, remaining, "shutdown", "Engine.stop")
+        remaining_s = max(0.1, deadline - time.monotonic())
+        self._activities.stop(timeout=remaining_s)
+        self._orchestrations.stop(timeout=max(0.1, deadline - time.monotonic()))
+        self.sessions.shutdown(wait=True)
+        _log.info("engine stopped: hub %s", self.hub_name)
+
+    @property
+    def is_dead(self) -> bool:
+        """True once a fault injection killed this worker."""
+        return self.faults.dead
+
+    def stats(self) -> dict[str, Any]:
+        """Session-manager stats (``GetStats``) plus dispatcher counters."""
+        session_stats = self.sessions.get_stats()
+        data = self.counters.snapshot()
+        data.update(
+            {
+                "pending_instances": session_stats.pending_instances,
+                "pending_messages": session_stats.pending_messages,
+                "active_sessions": session_stats.active_sessions,
+                "prefetch_failures": self.sessions.prefetch_failures,
+                "requeued_other_generation": self.sessions.requeued_other_generation,
+                "partial_checkpoints_seen": self.sessions.partial_checkpoints_seen,
+            }
+        )
+        return data
+
+    # ------------------------------------------------------------------------------------------------
+    # Client operations (DurableEngine)
+
+    def start_new(self, name: str, *, instance_id: str | None = None, input_json: str | None = None) -> str:
+        return self.client.start_new(name, instance_id=instance_id, input_json=input_json)
+
+    def raise_event(self, instance_id: str, event_name: str, data_json: str | None) -> None:
+        self.client.raise_event(instance_id, event_name, data_json)
+
+    def terminate(self, instance_id: str, reason: str | None) -> None:
+        self.client.terminate(instance_id, reason)
+
+    def suspend(self, instance_id: str, reason: str | None) -> None:
+        self.client.suspend(instance_id, reason)
+
+    def resume(self, instance_id: str, reason: str | None) -> None:
+        self.client.resume(instance_id, reason)
+
+    def restart(self, instance_id: str, *, restart_with_new_instance_id: bool = True) -> str:
+        return self.client.restart(instance_id, restart_with_new_instance_id=restart_with_new_instance_id)
+
+    def get_status(
+        self, instance_id: str, *, show_history: bool = False, show_input: bool = True
+    ) -> InstanceStatus | None:
+        return self.client.get_status(instance_id, show_history=show_history, show_input=show_input)
+
+    def query(self, query: InstanceQuery) -> tuple[list[InstanceStatus], str | None]:
+        return self.client.query(query)
+
+    def purge(self, instance_id: str) -> bool:
+        return self.client.purge(instance_id)
+
+    def purge_many(
+        self,
+        *,
+        created_from: datetime | None = None,
+        created_to: datetime | None = None,
+        statuses: tuple[RuntimeStatus, ...] = (),
+    ) -> int:
+        return self.client.purge_many(created_from=created_from, created_to=created_to, statuses=statuses)
+
+    def wait_for_completion(self, instance_id: str, timeout: float) -> InstanceStatus | None:
+        return self.client.wait_for_completion(instance_id, timeout)
+
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop(drain_timeout=self.settings.drain_timeout.total_seconds())
+
+
+def _with_mode(settings: EngineSettings, mode: SchedulingMode) -> EngineSettings:
+    from dataclasses import replace
+
+    return replace(settings, scheduling_mode=mode)

@@ -1,0 +1,418 @@
+"""The orchestration session manager: DTFx ``OrchestrationSessionManager`` (the seed), with threads.
+
+One dequeue loop thread per owned control queue reads batches, de-duplicates top-level ExecutionStarted
+messages against the Instances table, and files each message either into the active session of its instance
+or into a pending batch (per instance + execution). A new batch has its history prefetched on a background
+pool; then it joins the ready queue. ``get_next_session`` turns ready batches into sessions, at most one per
+instance id (case-insensitive). ``try_release_session`` puts a session's unprocessed messages back.
+
+All shared state is guarded by ``_lock`` (the seed's ``messageAndSessionLock``); the ready queue is a deque
+with a condition variable on that lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+from durable_local.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
+from durable_local.history import event_type, execution_terminated, parse_timestamp
+from durable_local.model import EventType, InstanceRecord, RuntimeStatus
+from durable_local.ports import Clock, QueueMessage, TrackingStore
+from durable_local.session_types import OrchestrationSession, PendingMessageBatch, SessionStats
+from durable_local.settings import EngineSettings
+
+_log = logging.getLogger(__name__)
+
+MAX_HISTORY_REASON = "Orchestrator exceeded maximum history size: {limit}"
+"""The seed's reason text for the ExecutionTerminated appended when the history is too long."""
+
+
+class OrchestrationSessionManager:
+    """Owns control queues, pending batches, the ready queue and the active sessions of one worker."""
+
+    def __init__(
+        self,
+        settings: EngineSettings,
+        tracking: TrackingStore,
+        clock: Clock,
+        *,
+        pending: PendingMessageTracker | None = None,
+        faults: FaultInjector | None = None,
+        background_threads: int = 4,
+    ) -> None:
+        self._settings = settings
+        self._tracking = tracking
+        self._clock = clock
+        self.pending_tracker = pending or PendingMessageTracker()
+        self._faults = faults or FaultInjector()
+        self._lock = threading.RLock()
+        self._ready_changed = threading.Condition(self._lock)
+        self._owned: dict[str, ControlQueue] = {}
+        self._loops: dict[str, threading.Thread] = {}
+        self._pending_batches: list[PendingMessageBatch] = []
+        self._ready: deque[PendingMessageBatch] = deque()
+        self._active: dict[str, OrchestrationSession] = {}  # keys: instance id, case-folded
+        self._background = ThreadPoolExecutor(background_threads, thread_name_prefix="dl-prefetch")
+        self._shutdown = threading.Event()
+        self.prefetch_failures = 0
+        self.requeued_other_generation = 0
+        self.partial_checkpoints_seen = 0
+
+    # ------------------------------------------------------------------------------------------------
+    # Queues (leases)
+
+    @property
+    def queues(self) -> list[ControlQueue]:
+        with self._lock:
+            return list(self._owned.values())
+
+    def add_queue(self, partition_id: str, control_queue: ControlQueue) -> None:
+        """Own ``control_queue`` and start its dequeue loop; a second add of the same partition is ignored."""
+        with self._lock:
+            if partition_id in self._owned:
+                _log.warning("Attempted to add a control queue %s multiple times!", control_queue.name)
+                return
+            self._owned[partition_id] = control_queue
+            thread = threading.Thread(
+                target=self._dequeue_loop, args=(partition_id, control_queue), name=f"dl-dequeue-{partition_id}"
+            )
+            self._loops[partition_id] = thread
+        thread.daemon = True
+        thread.start()
+
+    def remove_queue(self, partition_id: str, reason: str | None = None, caller: str = "") -> None:
+        with self._lock:
+            control_queue = self._owned.pop(partition_id, None)
+        if control_queue is not None:
+            control_queue.release(reason, caller)
+
+    def release_queue(self, partition_id: str, reason: str | None = None, caller: str = "") -> None:
+        with self._lock:
+            control_queue = self._owned.get(partition_id)
+        if control_queue is not None:
+            control_queue.release(reason, caller)
+
+    def resume_listening_if_own_queue(self, partition_id: str, control_queue: ControlQueue) -> bool:
+        """Re-add a released queue we still own (the seed's way to resume); returns False like the seed."""
+        with self._lock:
+            owned = self._owned.get(partition_id)
+        if owned is not None and owned.is_released:
+            self.remove_queue(partition_id, None, "OrchestrationSessionManager ResumeListeningIfOwnQueue")
+            self.add_queue(partition_id, control_queue)
+        return False
+
+    def is_control_queue_receiving_messages(self, partition_id: str) -> bool:
+        with self._lock:
+            owned = self._owned.get(partition_id)
+        return owned is not None and not owned.is_released
+
+    def is_control_queue_processing_messages(self, partition_id: str) -> bool:
+        with self._lock:
+            return any(s.control_queue.name == partition_id for s in self._active.values())
+
+    def drain(self, partition_id: str, timeout: timedelta, reason: str = "shutdown", caller: str = "") -> bool:
+        """Stop listening, wait until the partition has no active session (or ``timeout``), then remove it.
+
+        Returns True if the partition drained, False on time-out (logged; messages reappear later).
+        """
+        self.release_queue(partition_id, reason, caller)
+        deadline = time.monotonic() + timeout.total_seconds()
+        poll = max(self._settings.drain_poll_interval.total_seconds(), 0.001)
+        drained = True
+        try:
+            while self.is_control_queue_processing_messages(partition_id):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    drained = False
+                    _log.error("%s: timed-out waiting for the partition to finish draining.", partition_id)
+                    self._faults.hit(CrashPoint.C15_DRAIN_TIMEOUT, partition_id=partition_id)
+                    break
+                self._shutdown.wait(min(poll, remaining))
+        finally:
+            self.remove_queue(partition_id, reason, caller)
+        return drained
+
+    def _dequeue_loop(self, partition_id: str, control_queue: ControlQueue) -> None:
+        _log.info("Started listening for messages on queue %s.", control_queue.name)
+        try:
+            while not control_queue.is_released and not self._shutdown.is_set():
+                try:
+                    messages = control_queue.get_messages(self._shutdown)
+                    if messages:
+                        kept = self.dedupe_execution_started(control_queue, messages)
+                        self.add_messages_to_pending(control_queue, kept)
+                except WorkerKilled:
+                    raise
+                except Exception:
+                    _log.warning(
+                        "Exception in the dequeue loop for control queue %s", control_queue.name, exc_info=True
+                    )
+                    self._shutdown.wait(self._settings.dequeue_error_delay.total_seconds())
+        except WorkerKilled:
+            return
+        _log.info("Stopped listening for messages on queue %s.", control_queue.name)
+
+    # ------------------------------------------------------------------------------------------------
+    # ExecutionStarted de-duplication
+
+    def dedupe_execution_started(self, control_queue: ControlQueue, messages: list[QueueMessage]) -> list[QueueMessage]:
+        """Keep, discard (delete) or defer (abandon) top-level ExecutionStarted messages; returns the rest.
+
+        Sub-orchestration starts (with a ParentInstance) are never de-duplicated, as in DTFx.
+        """
+        if self._settings.disable_execution_started_dedup:
+            return messages
+        starts = [
+            m
+            for m in messages
+            if event_type(m.body.event) is EventType.EXECUTION_STARTED and not m.body.event.get("ParentInstance")
+        ]
+        if not starts:
+            return messages
+        ids = list({m.body.instance_id.lower(): m.body.instance_id for m in starts}.values())
+        remote_by_id = {r.instance_id: r for r in self._tracking.get_instances(ids)}
+        to_defer: list[QueueMessage] = []
+        to_discard: list[QueueMessage] = []
+        for message in starts:
+            verdict = self.dedupe_verdict(message, remote_by_id.get(message.body.instance_id))
+            if verdict == "discard":
+                to_discard.append(message)
+            elif verdict == "defer":
+                to_defer.append(message)
+        if to_defer:
+            self._submit(lambda: _each(control_queue.abandon, to_defer))
+        if to_discard:
+            for message in to_discard:
+                _log.warning(
+                    "Duplicate ExecutionStarted %s for %s (execution %s, dequeue count %d): discarding",
+                    message.message_id,
+                    message.body.instance_id,
+                    message.body.execution_id,
+                    message.dequeue_count,
+                )
+                self._faults.hit(CrashPoint.C11_DUPLICATE_START_DISCARDED, message=message)
+            self._submit(lambda: _each(control_queue.delete, to_discard))
+        dropped = {id(m) for m in to_defer} | {id(m) for m in to_discard}
+        return [m for m in messages if id(m) not in dropped]
+
+    def dedupe_verdict(self, message: QueueMessage, remote: InstanceRecord | None) -> str:
+        """``"keep"``, ``"discard"`` or ``"defer"`` for one top-level ExecutionStarted (the seed's rules)."""
+        local_execution = (message.body.execution_id or "").lower()
+        if remote is not None and (remote.execution_id is None or local_execution == remote.execution_id.lower()):
+            # Happy path: the message matches the Instances row (or the row predates execution ids).
+            return "keep"
+        generation = int(message.body.event.get("Generation") or 0)
+        if remote is not None and generation == remote.generation and self._scheduled_after_update(message, remote):
+            # Scheduled after the row was written: starts are always enqueued before the row, so redundant.
+            return "discard"
+        if message.dequeue_count >= 10:
+            # Tried and failed repeatedly: the client most likely never wrote the row (and saw the failure).
+            return "discard"
+        # Unknown yet (the row may still be on its way): abandon and look again later.
+        return "defer"
+
+    def _scheduled_after_update(self, message: QueueMessage, remote: InstanceRecord) -> bool:
+        """The seed's ``IsScheduledAfterInstanceUpdate``."""
+        timestamp = message.body.event.get("Timestamp")
+        if (
+            timestamp
+            and remote.created_time < parse_timestamp(str(timestamp))
+            and remote.status is RuntimeStatus.PENDING
+        ):
+            return True
+        if message.dequeue_count <= 1:
+            # Only a re-inserted message has a re-insertion time to compare.
+            return False
+        reinserted = message.next_visible_on - self._settings.control_queue_visibility_timeout
+        return reinserted > remote.created_time
+
+    # ------------------------------------------------------------------------------------------------
+    # Pending batches
+
+    def add_messages_to_pending(self, control_queue: ControlQueue, messages: Iterable[QueueMessage]) -> None:
+        """The seed's ``AddMessageToPendingOrchestration``."""
+        with self._lock:
+            for_sessions: dict[int, tuple[OrchestrationSession, list[QueueMessage]]] = {}
+            for message in messages:
+                instance_id = message.body.instance_id
+                execution_id = message.body.execution_id
+                is_start = event_type(message.body.event) is EventType.EXECUTION_STARTED
+                session = self._active.get(instance_id.lower())
+                # Null execution id = management message (raise event, terminate): for the current session.
+                # Another generation falls through to the pending list (and is discarded later if it is old).
+                if (
+                    not is_start
+                    and session is not None
+                    and (execution_id is None or session.execution_id == execution_id)
+                ):
+                    for_sessions.setdefault(id(session), (session, []))[1].append(message)
+                    continue
+                target: PendingMessageBatch | None = None
+                if not is_start:
+                    for batch in reversed(self._pending_batches):
+                        if batch.instance_id != instance_id:
+                            continue
+                        if execution_id is None or batch.execution_id == execution_id:
+                            target = batch
+                            break
+                        if batch.execution_id is None:
+                            batch.adopt_execution_id(execution_id)
+                            target = batch
+                            break
+                if target is None:
+                    target = PendingMessageBatch(control_queue, instance_id, execution_id)
+                    self._pending_batches.append(target)
+                    new_batch = target
+                    self._submit(lambda b=new_batch: self._prefetch(b))  # type: ignore[misc]
+                target.messages.add_or_replace(message)
+            for session, new_messages in for_sessions.values():
+                session.add_or_replace_messages(new_messages)
+
+    def _prefetch(self, batch: PendingMessageBatch) -> None:
+        """The seed's ``ScheduleOrchestrationStatePrefetch``: load history, then mark the batch ready."""
+        while not self._shutdown.is_set():
+            try:
+                if batch.history is None:
+                    loaded = self._tracking.get_history(batch.instance_id, batch.execution_id)
+                    events = list(loaded.events)
+                    limit = self._settings.max_history_events
+                    if limit is not None and len(events) > limit:
+                        _log.error(
+                            "Orchestration %s has %d events, exceeding the limit of %d. "
+                            "Orchestrator will be terminated.",
+                            batch.instance_id,
+                            len(events),
+                            limit,
+                        )
+                        reason = MAX_HISTORY_REASON.format(limit=limit)
+                        events.append(execution_terminated(timestamp=self._clock.now(), reason=reason))
+                        batch.terminate_reason = reason
+                    if not loaded.checkpoint_complete:
+                        self.partial_checkpoints_seen += 1
+                        _log.warning("%s: history has a partial checkpoint (crash between batches)", batch.instance_id)
+                    batch.etag = loaded.etag
+                    batch.last_checkpoint_time = loaded.last_checkpoint_time
+                    batch.checkpoint_complete = loaded.checkpoint_complete
+                    batch.history_execution_id = loaded.execution_id
+                    batch.history = events
+                with self._lock:
+                    self._ready.append(batch)
+                    self._ready_changed.notify()
+                return
+            except WorkerKilled:
+                raise
+            except Exception:
+                self.prefetch_failures += 1
+                _log.error("history prefetch failed for %s; retrying", batch.instance_id, exc_info=True)
+                self._shutdown.wait(self._settings.prefetch_retry_delay.total_seconds())
+
+    # ------------------------------------------------------------------------------------------------
+    # Sessions
+
+    def get_next_session(self, timeout: float | None = None) -> OrchestrationSession | None:
+        """Wait for a ready batch and open its session (None on time-out or shutdown)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._shutdown.is_set():
+            with self._lock:
+                while not self._ready:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if self._shutdown.is_set() or (remaining is not None and remaining <= 0):
+                        return None
+                    self._ready_changed.wait(remaining if remaining is not None else 0.5)
+                batch = self._ready.popleft()
+                self._remove_pending(batch)
+                key = batch.instance_id.lower()
+                existing = self._active.get(key)
+                if existing is None:
+                    session = OrchestrationSession(batch)
+                    self._active[key] = session
+                    return session
+                if batch.execution_id == existing.execution_id:
+                    existing.add_or_replace_messages(batch.messages)
+                    continue
+                # Another generation of a running instance: retry once the current session is done.
+                self.requeued_other_generation += 1
+                if not self._ready:
+                    delay = self._settings.requeue_delay.total_seconds()
+                    timer = threading.Timer(delay, self._requeue, args=(batch,))
+                    timer.daemon = True
+                    timer.start()
+                else:
+                    self._pending_batches.append(batch)
+                    self._ready.append(batch)
+        return None
+
+    def _requeue(self, batch: PendingMessageBatch) -> None:
+        with self._lock:
+            self._pending_batches.append(batch)
+            self._ready.append(batch)
+            self._ready_changed.notify()
+
+    def try_get_existing_session(self, instance_id: str) -> OrchestrationSession | None:
+        with self._lock:
+            return self._active.get(instance_id.lower())
+
+    def try_release_session(self, instance_id: str) -> OrchestrationSession | None:
+        """Forget the session; its unprocessed (pending + deferred) messages go back to the pending buffer."""
+        with self._lock:
+            session = self._active.pop(instance_id.lower(), None)
+            if session is None:
+                _log.error("TryReleaseSession: Session for instance %s was not found!", instance_id)
+                return None
+            self.add_messages_to_pending(session.control_queue, session.pending_messages + session.deferred_messages)
+            return session
+
+    def get_stats(self) -> SessionStats:
+        with self._lock:
+            return SessionStats(
+                pending_instances=len(self._pending_batches),
+                pending_messages=self.pending_tracker.count(),
+                active_sessions=len(self._active),
+            )
+
+    def shutdown(self, *, wait: bool = True) -> None:
+        """Stop dequeue loops and background work (in-memory state is dropped; messages reappear later)."""
+        self._shutdown.set()
+        with self._lock:
+            for control_queue in self._owned.values():
+                control_queue.release("shutdown", "OrchestrationSessionManager.shutdown")
+            self._ready_changed.notify_all()
+            loops = list(self._loops.values())
+        if wait:
+            for loop in loops:
+                loop.join(timeout=5)
+        self._background.shutdown(wait=wait, cancel_futures=True)
+
+    # ------------------------------------------------------------------------------------------------
+
+    def _remove_pending(self, batch: PendingMessageBatch) -> None:
+        for index, candidate in enumerate(self._pending_batches):
+            if candidate is batch:
+                del self._pending_batches[index]
+                return
+
+    def _submit(self, work: Callable[[], object]) -> None:
+        def run() -> None:
+            try:
+                work()
+            except WorkerKilled:
+                return
+            except Exception:
+                _log.exception("background work failed")
+
+        try:
+            self._background.submit(run)
+        except RuntimeError:
+            _log.debug("background pool closed; work dropped")
+
+
+def _each(action: Callable[[QueueMessage], None], messages: list[QueueMessage]) -> None:
+    for message in messages:
+        action(message)
