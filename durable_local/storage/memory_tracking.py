@@ -107,6 +107,8 @@ class MemoryTrackingStore:
             return True
 
     def update_instance(self, record: InstanceRecord) -> None:
+        """Insert-or-merge: writes every column of ``record`` but keeps the stored ``created_time`` while the
+        execution id is unchanged (see ``tracking_rules.merge_created_time``)."""
         stored = normalize_record(record)
         with self._lock:
             existing = self._instances.get(stored.instance_id)

@@ -132,6 +132,8 @@ class SqliteTrackingStore:
         return True
 
     def update_instance(self, record: InstanceRecord) -> None:
+        """Insert-or-merge: writes every column of ``record`` but keeps the stored ``created_time`` while the
+        execution id is unchanged (see ``tracking_rules.merge_created_time``)."""
         stored = normalize_record(record)
         with self._db.transaction() as conn:
             row = conn.execute("SELECT record FROM instances WHERE instance_id = ?", (stored.instance_id,)).fetchone()
