@@ -50,6 +50,14 @@ class CollectionSpec:
     def planned_chunk(self, index: int) -> Chunk:
         return self.plan.chunk(index) if self.plan else self.explicit[index]
 
+    def retry_chunks(self, output: JsonDict) -> list[Chunk]:
+        """Windows a retry-failed collection must cover: failed chunks plus, after a stop, those never started."""
+        chunks = [Chunk.from_json(f["chunk"]) for f in output.get("failures") or []]
+        remaining = output.get("remaining") or {}
+        chunks += [Chunk.from_json(c) for c in remaining.get("requeued") or []]
+        chunks += [self.planned_chunk(i) for i in range(int(remaining.get("cursor", self.planned)), self.planned)]
+        return sorted((Chunk(c.start, c.end) for c in chunks), key=lambda c: c.start)
+
     def to_json(self) -> JsonDict:
         return {
             "collectionId": self.collection_id,
@@ -280,6 +288,11 @@ class CollectionWindow:
             "status": status,
             "reason": self.state.doomed.to_json() if self.state.doomed else None,
             "failures": [f.to_json() for f in self.state.failures],
+            "remaining": {
+                "requeued": [c.to_json() for c in self.state.requeued],
+                "cursor": self.state.cursor,
+                "planned": self.spec.planned,
+            },
             "manifest": manifest,
             "parentCollectionId": self.spec.parent_collection_id,
         }

@@ -1,0 +1,135 @@
+"""Pure activity bodies: each takes its ports (audit API, sink) and the JSON payload, and returns a JSON result.
+
+Expected failures never raise: they come back as ``ActivityResult`` errors carrying the error ``kind`` so the
+orchestrator decides (retry, split, fail the chunk, stop the collection). Records never leave these functions:
+they stream to the sink and only counts plus a claim check (object name, SHA-256, size) are returned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from activities.chunk_writer import write_chunk
+from shared.audit.ports import AuditQueryApi, AuditSearchApi, QueryState, RecordPage
+from shared.errors import CollectorError, NeedsSplitError
+from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
+from shared.sinks.base import ChunkSink
+
+logger = logging.getLogger(__name__)
+
+
+def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
+    """Run a body, mapping the collector's expected errors onto the result envelope."""
+    try:
+        return body().to_json()
+    except NeedsSplitError as exc:
+        logger.info("window needs a split: %s", exc)
+        return ActivityResult.split({"limit": exc.limit, "reportedCount": exc.reported_count}).to_json()
+    except CollectorError as exc:
+        logger.warning("activity failed (%s): %s", exc.kind, exc)
+        return ActivityResult.failure(exc).to_json()
+
+
+def graph_submit(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
+    chunk = Chunk.from_json(payload["chunk"])
+
+    def body() -> ActivityResult:
+        display = f"ual-{payload['collectionId']}-{chunk.start:%Y%m%dT%H%M%S}"
+        query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
+        return ActivityResult.success({"queryId": query_id})
+
+    return _guard(body)
+
+
+def graph_status(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
+    def body() -> ActivityResult:
+        status = api.get_query(str(payload["queryId"]))
+        return ActivityResult.success(
+            {
+                "state": status.state.value if status.state is not QueryState.PENDING else "pending",
+                "rawStatus": status.raw_status,
+                "limitExceeded": status.record_count_limit_exceeded,
+                "approximateCount": status.approximate_record_count,
+            }
+        )
+
+    return _guard(body)
+
+
+def graph_export(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    chunk = Chunk.from_json(payload["chunk"])
+
+    def body() -> ActivityResult:
+        summary = write_chunk(
+            sink,
+            tenant_id=str(payload["tenantId"]),
+            collection_id=str(payload["collectionId"]),
+            chunk=chunk,
+            pages=api.iter_record_pages(str(payload["queryId"])),
+            attempt=int(payload.get("attempt", 1)),
+            incomplete=bool(payload.get("allowIncomplete", False)),
+        )
+        return ActivityResult.success(summary.to_json())
+
+    return _guard(body)
+
+
+def graph_delete(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
+    """Best effort: a query that cannot be deleted expires server-side; the chunk's outcome does not change."""
+    try:
+        api.delete_query(str(payload["queryId"]))
+    except CollectorError as exc:
+        logger.warning("could not delete audit query (%s): %s", exc.kind, exc)
+        return ActivityResult.success({"deleted": False, "kind": exc.kind}).to_json()
+    return ActivityResult.success({"deleted": True}).to_json()
+
+
+def exchange_collect(api: AuditSearchApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    chunk = Chunk.from_json(payload["chunk"])
+    allow_incomplete = bool(payload.get("allowIncomplete", False))
+    filters = filters_from_json(payload.get("filters"))
+    cut_short: list[bool] = []
+
+    def pages() -> Iterator[RecordPage]:
+        try:
+            yield from api.iter_record_pages(chunk.window(), filters)
+        except NeedsSplitError:
+            if not allow_incomplete:
+                raise
+            # A minimum-size window over the session cap: keep what arrived, report the chunk incomplete.
+            cut_short.append(True)
+
+    def body() -> ActivityResult:
+        summary = write_chunk(
+            sink,
+            tenant_id=str(payload["tenantId"]),
+            collection_id=str(payload["collectionId"]),
+            chunk=chunk,
+            pages=pages(),
+            attempt=int(payload.get("attempt", 1)),
+            incomplete=lambda: bool(cut_short),
+        )
+        return ActivityResult.success(summary.to_json())
+
+    return _guard(body)
+
+
+def finalize(sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    from activities.manifest import write_manifest
+
+    def body() -> ActivityResult:
+        return ActivityResult.success(write_manifest(sink, payload))
+
+    return _guard(body)
+
+
+__all__: list[Any] = [
+    "exchange_collect",
+    "finalize",
+    "graph_delete",
+    "graph_export",
+    "graph_status",
+    "graph_submit",
+]

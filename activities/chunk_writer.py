@@ -1,0 +1,93 @@
+"""Streams one chunk's pages into the sink: validated, trimmed to [start, end), de-duplicated by id, as JSONL.
+
+Exactly-once output under at-least-once activities: the object name depends only on (tenant, collection, window),
+each attempt replaces the whole object, and trimming plus de-duplication make the content independent of the
+source's boundary bleed and repeated records. The summary sidecar is written last, so its presence means the
+chunk object beside it is complete.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+
+from shared import names
+from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
+from shared.models import Chunk, ChunkSummary
+from shared.records import Deduplicator, parse_record_time
+from shared.sinks.base import ChunkSink, write_bytes
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.records = 0
+        self.trimmed = 0
+        self.duplicates = 0
+        self.malformed: list[MalformedRecord] = []
+
+
+def _jsonl(pages: Iterable[RecordPage], chunk: Chunk, counts: _Counts) -> Iterator[bytes]:
+    dedupe = Deduplicator()
+    window = chunk.window()
+    for page in pages:
+        counts.malformed.extend(page.malformed)
+        kept: list[AuditRecord] = []
+        for record in page.records:
+            try:
+                moment = parse_record_time(record)
+                str(record["id"])
+            except (KeyError, TypeError, ValueError) as exc:
+                counts.malformed.append(MalformedRecord(_dumps(record).decode()[:64_000], f"unusable record: {exc}"))
+                continue
+            if window.contains(moment):
+                kept.append(record)
+            else:
+                counts.trimmed += 1
+        unique, _ = dedupe.filter(kept)
+        counts.records += len(unique)
+        if unique:
+            yield b"".join(_dumps(record) + b"\n" for record in unique)
+    counts.duplicates = dedupe.duplicates_removed
+
+
+def write_chunk(
+    sink: ChunkSink,
+    *,
+    tenant_id: str,
+    collection_id: str,
+    chunk: Chunk,
+    pages: Iterable[RecordPage],
+    attempt: int,
+    incomplete: bool | Callable[[], bool] = False,
+) -> ChunkSummary:
+    """Write the chunk object (+ quarantine when needed, + summary sidecar); returns the summary."""
+    name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
+    counts = _Counts()
+    stored = sink.write_stream(name, _jsonl(pages, chunk, counts))
+    quarantine = None
+    if counts.malformed:
+        quarantine = names.quarantine_object_name(name)
+        write_bytes(
+            sink,
+            quarantine,
+            b"".join(_dumps({"raw": m.raw, "reason": m.reason}) + b"\n" for m in counts.malformed),
+        )
+    summary = ChunkSummary(
+        chunk=chunk,
+        records=counts.records,
+        trimmed=counts.trimmed,
+        duplicates=counts.duplicates,
+        malformed=len(counts.malformed),
+        blob=stored.name,
+        sha256=stored.sha256,
+        bytes=stored.bytes,
+        incomplete=incomplete() if callable(incomplete) else incomplete,
+        quarantine_blob=quarantine,
+        attempts=attempt,
+    )
+    write_bytes(sink, names.summary_object_name(name), _dumps(summary.to_json()))
+    return summary

@@ -1,0 +1,84 @@
+"""The collection manifest: per-chunk entries (from the summary sidecars), failures, totals and a coverage check.
+
+The manifest is the completeness proof of a collection: every instant of [start, end) is either inside a
+collected chunk or inside a reported failure, and ``gaps`` lists anything that is neither.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from shared import names
+from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
+from shared.sinks.base import ChunkSink, write_bytes
+
+_SUMMARY_SUFFIX = ".summary.json"
+
+
+def _load_summaries(sink: ChunkSink, prefix: str) -> list[ChunkSummary]:
+    summaries: list[ChunkSummary] = []
+    for name in sink.list_names(prefix + "chunks/"):
+        if name.endswith(_SUMMARY_SUFFIX):
+            data = sink.read_bytes(name)
+            if data is not None:
+                summaries.append(ChunkSummary.from_json(json.loads(data)))
+    return sorted(summaries, key=lambda s: (s.chunk.start, s.chunk.end))
+
+
+def coverage_gaps(start: datetime, end: datetime, covered: list[Chunk]) -> list[Chunk]:
+    """Parts of [start, end) that no window in ``covered`` includes."""
+    gaps: list[Chunk] = []
+    cursor = start
+    for chunk in sorted(covered, key=lambda c: c.start):
+        if chunk.start > cursor:
+            gaps.append(Chunk(cursor, min(chunk.start, end)))
+        cursor = max(cursor, chunk.end)
+        if cursor >= end:
+            break
+    if cursor < end:
+        gaps.append(Chunk(cursor, end))
+    return gaps
+
+
+def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    """Build and write the manifest; returns its name, location, hash and headline totals."""
+    tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
+    prefix = names.collection_prefix(tenant, collection)
+    summaries = _load_summaries(sink, prefix)
+    failures = list(payload.get("failures") or [])
+    failed_chunks = [Chunk.from_json(f["chunk"]) for f in failures]
+    ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
+    gaps = [
+        gap.to_json()
+        for start, end in ranges
+        for gap in coverage_gaps(start, end, [s.chunk for s in summaries if s.chunk.start < end] + failed_chunks)
+    ]
+    totals = {
+        "chunks": len(summaries),
+        "records": sum(s.records for s in summaries),
+        "trimmed": sum(s.trimmed for s in summaries),
+        "duplicates": sum(s.duplicates for s in summaries),
+        "malformed": sum(s.malformed for s in summaries),
+        "bytes": sum(s.bytes for s in summaries),
+        "incompleteChunks": sum(1 for s in summaries if s.incomplete),
+        "failedChunks": len(failures),
+    }
+    manifest = {
+        "collectionId": collection,
+        "tenantId": tenant,
+        "parentCollectionId": payload.get("parentCollectionId"),
+        "source": payload.get("source"),
+        "filters": payload.get("filters") or {},
+        "ranges": [{"start": iso(s), "end": iso(e)} for s, e in ranges],
+        "status": payload.get("status"),
+        "reason": payload.get("reason"),
+        "timings": {"startedAt": payload.get("startedAt"), "finishedAt": payload.get("finishedAt")},
+        "totals": totals,
+        "gaps": gaps,
+        "chunks": [{**s.to_json(), "splits": s.chunk.depth, "location": sink.location(s.blob)} for s in summaries],
+        "failures": failures,
+    }
+    name = names.manifest_object_name(tenant, collection)
+    stored = write_bytes(sink, name, json.dumps(manifest, indent=2, sort_keys=True).encode())
+    return {"manifest": name, "location": sink.location(name), "sha256": stored.sha256, "totals": totals, "gaps": gaps}

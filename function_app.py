@@ -1,0 +1,17 @@
+"""The UAL collector Functions app: one DFApp that only registers the blueprints."""
+
+from __future__ import annotations
+
+import azure.durable_functions as df
+import azure.functions as func
+
+from activities.exchange import bp as exchange_activities
+from activities.finalize import bp as finalize_activity
+from activities.graph import bp as graph_activities
+from http_api.collections import bp as collections_api
+from orchestrators.collect import bp as collect_orchestrator
+
+app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+for blueprint in (collections_api, collect_orchestrator, graph_activities, exchange_activities, finalize_activity):
+    app.register_functions(blueprint)

@@ -1,0 +1,173 @@
+"""The collections HTTP API as plain async functions over a Durable client (the triggers stay one-liners).
+
+Responses are ``(status_code, body)`` pairs plus, for starts, the client's check-status payload, so the logic is
+testable without the Functions host.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from shared import names
+from shared.models import JsonDict, iso
+from shared.planning import ChunkPlan
+from shared.settings import Settings
+from shared.validation import CollectionRequest, InvalidRequest, validate_collection_request
+from shared.window import CollectionSpec
+from shared.window_state import RunOptions
+
+logger = logging.getLogger(__name__)
+
+_ACTIVE = {"Running", "Pending", "ContinuedAsNew"}
+
+
+class DurableClient(Protocol):
+    """The subset of ``DurableOrchestrationClient`` the API uses."""
+
+    async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str: ...
+
+    async def get_status(self, instance_id: str, show_history: bool = ..., show_history_output: bool = ...,
+                         show_input: bool = ...) -> Any: ...  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ApiResponse:
+    status: int
+    body: JsonDict
+    instance_id: str | None = None
+    """Set when the body should be merged into the Durable check-status payload for this instance."""
+
+
+def _error(status: int, field: str, rule: str, message: str) -> ApiResponse:
+    return ApiResponse(status, {"error": {"field": field, "rule": rule, "message": message}})
+
+
+def _runtime_status(status: Any) -> str | None:
+    value = getattr(status, "runtime_status", None)
+    if value is None:
+        return None
+    return str(getattr(value, "value", value))
+
+
+def _json_field(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime) -> JsonDict:
+    return {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+
+
+async def start_collection(
+    client: DurableClient, body: bytes, settings: Settings, now: datetime, new_id: Callable[[], str]
+) -> ApiResponse:
+    """Validate, plan, start (or find the existing collection with the same id)."""
+    try:
+        parsed = json.loads(body or b"null")
+    except ValueError:
+        return _error(400, "body", "json", "the request body must be valid JSON")
+    try:
+        request = validate_collection_request(parsed, settings, now)
+    except InvalidRequest as exc:
+        return ApiResponse(400, exc.to_json())
+    collection_id = request.collection_id or new_id()
+    existing = await client.get_status(collection_id)
+    if _runtime_status(existing) is not None:
+        return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
+    spec = _spec_for(request, collection_id, settings)
+    await client.start_new(names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now))
+    logger.info("started collection %s: %d chunks, K=%d", collection_id, request.chunk_count, request.max_concurrency)
+    body_out = {"collectionId": collection_id, "existing": False, "chunks": request.chunk_count}
+    return ApiResponse(202, body_out, collection_id)
+
+
+def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings) -> CollectionSpec:
+    from datetime import timedelta
+
+    from shared.models import filters_to_json
+
+    return CollectionSpec(
+        collection_id=collection_id,
+        tenant_id=request.tenant_id,
+        source=request.source,
+        filters=filters_to_json(request.filters),
+        options=RunOptions.from_settings(settings, request.max_concurrency),
+        plan=ChunkPlan(request.start, request.end, timedelta(minutes=request.interval_minutes)),
+    )
+
+
+async def collection_summary(client: DurableClient, collection_id: str) -> ApiResponse:
+    """A friendly view over the Durable status: progress while running, totals and failures when done."""
+    status = await client.get_status(collection_id)
+    runtime = _runtime_status(status)
+    if runtime is None:
+        return _error(404, "id", "not_found", f"no collection {collection_id}")
+    progress = _json_field(getattr(status, "custom_status", None)) or {}
+    output = _json_field(getattr(status, "output", None))
+    output = output if isinstance(output, dict) else {}
+    source = output or progress
+    body: JsonDict = {
+        "collectionId": collection_id,
+        "runtimeStatus": runtime,
+        "status": output.get("status") or runtime,
+        "progress": {
+            key: source.get(key)
+            for key in ("total", "completed", "failed", "inFlight", "percent", "splits", "incomplete", "execution")
+            if key in source
+        },
+        "records": source.get("records", 0),
+        "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
+        "failures": [
+            {"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"], "reason": f["message"]}
+            for f in output.get("failures", [])
+        ],
+        "reason": output.get("reason"),
+        "manifest": output.get("manifest"),
+        "parentCollectionId": output.get("parentCollectionId"),
+        "createdTime": str(getattr(status, "created_time", "") or ""),
+        "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
+    }
+    return ApiResponse(200, body)
+
+
+async def retry_failed(
+    client: DurableClient, collection_id: str, settings: Settings, now: datetime, new_id: Callable[[], str]
+) -> ApiResponse:
+    """Start a new collection over only the failed (and never started) windows of a finished one."""
+    status = await client.get_status(collection_id, False, False, True)
+    runtime = _runtime_status(status)
+    if runtime is None:
+        return _error(404, "id", "not_found", f"no collection {collection_id}")
+    if runtime in _ACTIVE:
+        return _error(409, "id", "still_running", f"collection {collection_id} is {runtime}; retry when it ends")
+    output = _json_field(getattr(status, "output", None))
+    payload = _json_field(getattr(status, "input_", None))
+    if not isinstance(output, dict) or not isinstance(payload, dict) or "spec" not in payload:
+        return _error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
+    parent = CollectionSpec.from_json(payload["spec"])
+    chunks = parent.retry_chunks(output)
+    if not chunks:
+        return _error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks")
+    retry_id = f"{collection_id[:40]}-retry-{new_id()[:12]}"
+    spec = CollectionSpec(
+        collection_id=retry_id,
+        tenant_id=parent.tenant_id,
+        source=parent.source,
+        filters=parent.filters,
+        options=parent.options,
+        explicit=tuple(chunks),
+        parent_collection_id=collection_id,
+    )
+    request = {**(payload.get("request") or {}), "collectionId": retry_id, "retryOf": collection_id}
+    await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
+    body = {"collectionId": retry_id, "parentCollectionId": collection_id, "chunks": len(chunks), "existing": False}
+    return ApiResponse(202, body, retry_id)

@@ -1,0 +1,25 @@
+"""Output sinks: the ``ChunkSink`` port and its blob, local-folder and in-memory implementations."""
+
+from __future__ import annotations
+
+from shared.settings import Settings
+from shared.sinks.base import ChunkSink, StoredObject, check_object_name, write_bytes
+
+__all__ = ["ChunkSink", "StoredObject", "build_sink", "check_object_name", "write_bytes"]
+
+DEFAULT_OUTPUT_FOLDER = "output"
+
+
+def build_sink(settings: Settings) -> ChunkSink:
+    """The sink the settings select: blob (connection string or account URL + managed identity) or a folder."""
+    if settings.output_connection_string:
+        from shared.sinks.blob import BlobSink
+
+        return BlobSink.from_connection_string(settings.output_connection_string, settings.output_container)
+    if settings.output_account_url:
+        from shared.sinks.blob import BlobSink
+
+        return BlobSink.from_account_url(settings.output_account_url, settings.output_container)
+    from shared.sinks.local import LocalFolderSink
+
+    return LocalFolderSink(settings.output_folder or DEFAULT_OUTPUT_FOLDER)
