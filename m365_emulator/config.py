@@ -1,0 +1,189 @@
+"""Settings of the emulator: tenants, app registrations, API limits and fault knobs.
+
+Everything is a plain dataclass so tests build configurations in code and the CLI builds them from JSON.
+``FaultConfig`` is deliberately mutable: tests flip knobs between (or during) calls on a running emulator.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+GRAPH_SCOPE_RESOURCE = "https://graph.microsoft.com"
+EXCHANGE_SCOPE_RESOURCE = "https://outlook.office365.com"
+GRAPH_FULL_PERMISSION = "AuditLogsQuery.Read.All"
+GRAPH_PERMISSIONS = frozenset(
+    {
+        GRAPH_FULL_PERMISSION,
+        "AuditLogsQuery-Exchange.Read.All",
+        "AuditLogsQuery-SharePoint.Read.All",
+        "AuditLogsQuery-OneDrive.Read.All",
+        "AuditLogsQuery-Endpoint.Read.All",
+        "AuditLogsQuery-CRM.Read.All",
+        "AuditLogsQuery-Entra.Read.All",
+    }
+)
+EXCHANGE_PERMISSION = "Exchange.ManageAsApp"
+EXCHANGE_ROLE = "View-Only Audit Logs"
+
+_GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def is_guid(value: str) -> bool:
+    return bool(_GUID.match(value))
+
+
+def _aware(moment: datetime, name: str) -> datetime:
+    if moment.tzinfo is None:
+        raise ValueError(f"{name} must be timezone-aware")
+    return moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class BurstWindow:
+    """Hours whose start lies in [start, end) get ``multiplier`` times the tenant's hourly rate."""
+
+    start: datetime
+    end: datetime
+    multiplier: float
+
+
+@dataclass(frozen=True)
+class TenantSpec:
+    """A synthetic tenant. Every record is a pure function of (tenant_id, seed, hour)."""
+
+    tenant_id: str
+    domain: str = "contoso.onmicrosoft.com"
+    seed: int = 1
+    records_per_hour: float = 100.0
+    bursts: tuple[BurstWindow, ...] = ()
+    retention_start: datetime | None = None
+    """No record exists before this moment (None = unbounded)."""
+    user_count: int = 25
+
+    def __post_init__(self) -> None:
+        if not is_guid(self.tenant_id):
+            raise ValueError(f"tenant_id must be a GUID, got {self.tenant_id!r}")
+        if self.records_per_hour < 0:
+            raise ValueError("records_per_hour must be >= 0")
+        if self.user_count < 1:
+            raise ValueError("user_count must be >= 1")
+        if self.retention_start is not None:
+            object.__setattr__(self, "retention_start", _aware(self.retention_start, "retention_start"))
+        bursts = tuple(
+            b if isinstance(b, BurstWindow) else BurstWindow(*b)  # accept plain (start, end, multiplier) tuples
+            for b in self.bursts
+        )
+        object.__setattr__(self, "bursts", bursts)
+
+
+@dataclass(frozen=True)
+class AppRegistration:
+    """An Entra app registration in one tenant, with its API permissions and Exchange role."""
+
+    tenant_id: str
+    client_id: str
+    client_secret: str | None = field(default=None, repr=False)
+    certificate_pem: str | bytes | None = None
+    """Public certificate (PEM) whose key signs client assertions; may also hold the key (ignored)."""
+    graph_permissions: tuple[str, ...] = (GRAPH_FULL_PERMISSION,)
+    exchange_manage_as_app: bool = True
+    exchange_role: bool = True
+    """True when the app's service principal holds an Exchange role that can run Search-UnifiedAuditLog."""
+
+
+@dataclass
+class GraphSettings:
+    completion_delay_seconds: float = 0.2
+    """Time from creation to a terminal status; the first 30 % of it is ``notStarted``."""
+    page_size: int = 1000
+    max_page_size: int = 1000
+    """``$top`` above this is clamped (the real page size is undocumented; ~1,000 is what tools observe)."""
+    record_count_limit: int = 1_000_000
+    bleed_fraction: float = 0.03
+    """Extra records from just after the window end, as a fraction of the in-window count."""
+    bleed_max_seconds: float = 36_000.0
+    max_concurrent_queries: int = 10
+    concurrency_retry_after_seconds: int = 1
+
+
+@dataclass
+class ExchangeSettings:
+    max_result_size: int = 5000
+    session_cap: int = 50_000
+    max_concurrent_sessions: int = 3
+    concurrency_retry_after_seconds: int = 1
+
+
+@dataclass
+class FaultConfig:
+    """Injected faults. Mutable at runtime; random draws come from one RNG seeded with ``seed``."""
+
+    seed: int = 0
+    rate_429: float = 0.0
+    rate_5xx: float = 0.0
+    retry_after_seconds: int = 1
+    """Retry-After sent with injected 429s (and with 503s when ``retry_after_on_5xx``)."""
+    retry_after_on_5xx: bool = True
+    slow_page_seconds: float = 0.0
+    """Extra latency added to every records page (Graph) and every InvokeCommand call (Exchange)."""
+    malformed_rate: float = 0.0
+    malformed_record_ids: frozenset[str] = frozenset()
+    transient_403_count: int = 0
+    """The next N API calls answer a transient 403 (not a permission problem); counts down to 0."""
+    stuck_query: bool = False
+    fail_query: bool = False
+    cancel_query: bool = False
+    queued_status: bool = False
+    """Queries report ``queued`` (instead of ``notStarted``) before running."""
+    apis: frozenset[str] = frozenset({"graph", "exchange"})
+    """Which APIs the random 429/5xx/403 faults apply to."""
+
+
+@dataclass
+class EmulatorConfig:
+    tenants: list[TenantSpec] = field(default_factory=list)
+    graph: GraphSettings = field(default_factory=GraphSettings)
+    exchange: ExchangeSettings = field(default_factory=ExchangeSettings)
+    faults: FaultConfig = field(default_factory=FaultConfig)
+    token_lifetime_seconds: int = 3599
+    host: str = "127.0.0.1"
+    port: int = 0
+    apps: list[AppRegistration] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> EmulatorConfig:
+        """Build from a JSON document shaped like the dataclasses (datetimes as ISO-8601 strings)."""
+
+        def when(value: str) -> datetime:
+            return _aware(datetime.fromisoformat(value), "datetime")
+
+        tenants = []
+        for raw in data.get("tenants", []):
+            spec = dict(raw)
+            if spec.get("retention_start"):
+                spec["retention_start"] = when(spec["retention_start"])
+            spec["bursts"] = tuple(BurstWindow(when(s), when(e), float(m)) for s, e, m in spec.get("bursts", []))
+            tenants.append(TenantSpec(**spec))
+        apps = []
+        for raw in data.get("apps", []):
+            app = dict(raw)
+            if "graph_permissions" in app:
+                app["graph_permissions"] = tuple(app["graph_permissions"])
+            apps.append(AppRegistration(**app))
+        faults = dict(data.get("faults", {}))
+        for key in ("malformed_record_ids", "apis"):
+            if key in faults:
+                faults[key] = frozenset(faults[key])
+        return cls(
+            tenants=tenants,
+            graph=GraphSettings(**data.get("graph", {})),
+            exchange=ExchangeSettings(**data.get("exchange", {})),
+            faults=FaultConfig(**faults),
+            token_lifetime_seconds=int(data.get("token_lifetime_seconds", 3599)),
+            host=str(data.get("host", "127.0.0.1")),
+            port=int(data.get("port", 0)),
+            apps=apps,
+        )

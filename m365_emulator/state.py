@@ -1,0 +1,107 @@
+"""Counters the tests read (``emu.stats``) and the fault injector driven by ``emu.faults``."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from m365_emulator.config import FaultConfig
+
+Key = tuple[str, str]
+"""(tenant_id, api) with api in {"graph", "exchange"}."""
+
+
+@dataclass
+class Stats:
+    """Live counters; every mapping is keyed by (tenant_id, api) unless said otherwise.
+
+    Attributes:
+        peak_concurrency: the most Graph queries unfinished at once / Exchange requests in flight at once.
+        current_concurrency: the same figure now.
+        requests: API calls received (after authentication).
+        throttled_429: every 429 served (injected or over the concurrency limit).
+        concurrency_429: 429s served because the tenant was over its concurrency limit.
+        injected_5xx: 503/504 answers injected by faults.
+        transient_403: transient 403 answers injected by faults.
+        auth_failures: 401s served by the APIs.
+        queries_created / queries_deleted: keyed by tenant_id.
+        tokens_issued: successful token responses (whole emulator).
+    """
+
+    peak_concurrency: Counter[Key] = field(default_factory=Counter)
+    current_concurrency: Counter[Key] = field(default_factory=Counter)
+    requests: Counter[Key] = field(default_factory=Counter)
+    throttled_429: Counter[Key] = field(default_factory=Counter)
+    concurrency_429: Counter[Key] = field(default_factory=Counter)
+    injected_5xx: Counter[Key] = field(default_factory=Counter)
+    transient_403: Counter[Key] = field(default_factory=Counter)
+    auth_failures: Counter[Key] = field(default_factory=Counter)
+    queries_created: Counter[str] = field(default_factory=Counter)
+    queries_deleted: Counter[str] = field(default_factory=Counter)
+    tokens_issued: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def bump(self, counter: Counter[Any], key: object, amount: int = 1) -> None:
+        with self.lock:
+            counter[key] += amount
+
+    def set_concurrency(self, key: Key, value: int) -> None:
+        with self.lock:
+            self.current_concurrency[key] = value
+            self.peak_concurrency[key] = max(self.peak_concurrency[key], value)
+
+
+@dataclass(frozen=True)
+class InjectedFault:
+    status: int
+    retry_after: int | None
+    kind: str  # "429" | "5xx" | "403"
+
+
+class FaultInjector:
+    """Draws faults from ``config`` with one seeded RNG (reseeded when ``config.seed`` changes)."""
+
+    def __init__(self, config: FaultConfig) -> None:
+        self.config = config
+        self._lock = threading.Lock()
+        self._seed = config.seed
+        self._rng = random.Random(config.seed)
+
+    def draw(self, api: str) -> InjectedFault | None:
+        cfg = self.config
+        if api not in cfg.apis:
+            return None
+        with self._lock:
+            if cfg.seed != self._seed:
+                self._seed, self._rng = cfg.seed, random.Random(cfg.seed)
+            if cfg.transient_403_count > 0:  # the knob counts down as the 403s are served
+                cfg.transient_403_count -= 1
+                return InjectedFault(403, None, "403")
+            roll = self._rng.random()
+            status_roll = self._rng.random()
+        if roll < cfg.rate_429:
+            return InjectedFault(429, cfg.retry_after_seconds, "429")
+        if roll < cfg.rate_429 + cfg.rate_5xx:
+            status = 503 if status_roll < 0.7 else 504
+            retry = cfg.retry_after_seconds if cfg.retry_after_on_5xx and status == 503 else None
+            return InjectedFault(status, retry, "5xx")
+        return None
+
+    def is_malformed(self, record_id: str) -> bool:
+        """Stable per record, so a retried page is corrupted the same way."""
+        cfg = self.config
+        if record_id in cfg.malformed_record_ids:
+            return True
+        if cfg.malformed_rate <= 0:
+            return False
+        digest = hashlib.sha256(f"{cfg.seed}:{record_id}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < cfg.malformed_rate
+
+
+def corrupt_json(text: str) -> str:
+    """Invalid JSON text that still looks like the start of the record (what broken UAL records look like)."""
+    return text[: max(1, len(text) // 2)] + '\\u00"'
