@@ -1,0 +1,198 @@
+"""``LocalHost``: load an app, run it on the local engine, serve it over HTTP from a background thread."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from durable_local.engine_api import DurableEngine
+from durable_local.host.config import AppSettings, apply_local_settings, load_host_json
+from durable_local.host.invoke import AsyncRunner, make_activity, make_orchestrator
+from durable_local.host.keys import HostKeys
+from durable_local.host.loader import LoadedApp, load_app
+from durable_local.host.server import AppServer
+from durable_local.host.webhooks import DurableHttpApi
+from durable_local.model import FunctionRegistry, SchedulingMode
+
+logger = logging.getLogger(__name__)
+
+EngineFactory = Callable[[FunctionRegistry, AppSettings], DurableEngine]
+
+
+class LocalHost:
+    """Serve one v2-model function app on the local durable engine.
+
+    Args:
+        app_dir: folder with ``function_app.py`` (and optionally ``host.json``, ``local.settings.json``).
+        host: interface to bind (loopback by default).
+        port: TCP port; 0 picks a free one (read it back from ``base_url``).
+        store: ``"memory"`` or a SQLite file path; None = ``./.durable_local/<hub>.sqlite``.
+        mode: ``"shim"`` (faithful to the extension) or ``"ideal"`` scheduling.
+        require_keys: enforce function/master/system keys (``keys``).
+        hub_name: overrides ``host.json``'s hub name.
+        settings_overrides: ``EngineSettings`` fields to replace (e.g. ``max_queue_polling_interval``).
+        engine_factory: build the engine yourself (tests); gets the registry and the app's settings.
+        drain_timeout: seconds ``stop()`` lets running work finish.
+    """
+
+    def __init__(
+        self,
+        app_dir: str | Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 7071,
+        store: str | None = None,
+        mode: str = "shim",
+        require_keys: bool = False,
+        hub_name: str | None = None,
+        settings_overrides: Mapping[str, Any] | None = None,
+        engine_factory: EngineFactory | None = None,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        self.app_dir = Path(app_dir).resolve()
+        self._host = host
+        self._port = port
+        self._store_spec = store
+        self._mode = SchedulingMode(mode)
+        self.keys = HostKeys(required=require_keys)
+        self._hub_override = hub_name
+        self._overrides = dict(settings_overrides or {})
+        self._engine_factory = engine_factory
+        self._drain_timeout = drain_timeout
+        self._runner = AsyncRunner()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._web_runner: web.AppRunner | None = None
+        self._site: web.TCPSite | None = None
+        self._store: Any = None
+        self._bound_port: int | None = None
+        self.settings: AppSettings | None = None
+        self.app: LoadedApp | None = None
+        self._engine: DurableEngine | None = None
+
+    # -- public surface ------------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        if self._bound_port is None:
+            raise RuntimeError("the host is not started")
+        return f"http://{self._host}:{self._bound_port}"
+
+    @property
+    def engine(self) -> DurableEngine:
+        if self._engine is None:
+            raise RuntimeError("the host is not started")
+        return self._engine
+
+    def start(self) -> None:
+        """Load the app, start the engine and serve HTTP; returns once the port listens."""
+        apply_local_settings(self.app_dir)
+        settings = load_host_json(self.app_dir)
+        if self._hub_override:
+            settings = replace(settings, hub_name=self._hub_override)
+        self.settings = settings
+        self.app = load_app(self.app_dir)
+        registry = FunctionRegistry(
+            orchestrators={name: make_orchestrator(fn) for name, fn in self.app.orchestrators.items()},
+            activities={
+                name: make_activity(fn, self._runner, str(self.app_dir)) for name, fn in self.app.activities.items()
+            },
+        )
+        self._engine = (self._engine_factory or self._default_engine)(registry, settings)
+        self._loop = asyncio.new_event_loop()
+        self._runner.loop = self._loop
+        self._thread = threading.Thread(target=self._loop.run_forever, name="durable-local-http", daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(settings), self._loop).result(timeout=30)
+        self._engine.start()
+        logger.info("Host started at %s (hub %s)", self.base_url, settings.hub_name)
+
+    def stop(self, drain_timeout: float | None = None) -> None:
+        """Stop accepting requests, drain the engine (no work lost), then stop the loop. Idempotent."""
+        loop = self._loop
+        if loop is None:
+            return
+        if self._site is not None:
+            asyncio.run_coroutine_threadsafe(self._site.stop(), loop).result(timeout=30)
+        if self._engine is not None:
+            # The loop stays up while draining: async activities run on it.
+            self._engine.stop(drain_timeout=self._drain_timeout if drain_timeout is None else drain_timeout)
+        if self._web_runner is not None:
+            asyncio.run_coroutine_threadsafe(self._web_runner.cleanup(), loop).result(timeout=30)
+        loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        loop.close()
+        self._loop = None
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        logger.info("Host stopped")
+
+    def __enter__(self) -> LocalHost:
+        self.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    # -- internals -----------------------------------------------------------------------------------
+
+    async def _serve(self, settings: AppSettings) -> None:
+        assert self.app is not None and self._engine is not None
+        api = DurableHttpApi(self._engine, base_url=lambda: self.base_url, keys=self.keys)
+        server = AppServer(
+            self.app,
+            api,
+            hub_name=settings.hub_name,
+            route_prefix=settings.route_prefix,
+            keys=self.keys,
+            base_url=lambda: self.base_url,
+        )
+        self._web_runner = web.AppRunner(server.build(), access_log=None, handle_signals=False)
+        await self._web_runner.setup()
+        self._site = web.TCPSite(self._web_runner, self._host, self._port, shutdown_timeout=5)
+        await self._site.start()
+        sockets = getattr(self._site._server, "sockets", None) or []
+        self._bound_port = int(sockets[0].getsockname()[1]) if sockets else self._port
+
+    def _default_engine(self, registry: FunctionRegistry, settings: AppSettings) -> DurableEngine:
+        from durable_local.clock import SystemClock
+        from durable_local.engine import Engine
+        from durable_local.settings import EngineSettings
+        from durable_local.storage import open_store
+
+        spec = self._store_spec or str(Path.cwd() / ".durable_local" / f"{settings.hub_name}.sqlite")
+        clock = SystemClock()
+        self._store = open_store(spec, clock)
+        fields: dict[str, Any] = {
+            "hub_name": settings.hub_name,
+            "partition_count": settings.partition_count,
+            "max_concurrent_activities": settings.max_concurrent_activities,
+            "max_concurrent_orchestrations": settings.max_concurrent_orchestrations,
+            "scheduling_mode": self._mode,
+        }
+        if settings.max_queue_polling_interval is not None:
+            fields["max_queue_polling_interval"] = timedelta(seconds=settings.max_queue_polling_interval)
+        env_polling = os.environ.get("DURABLE_LOCAL_MAX_POLLING_INTERVAL")
+        if env_polling:
+            fields["max_queue_polling_interval"] = timedelta(seconds=float(env_polling))
+        fields.update(self._overrides)
+        ceiling = fields.get("max_queue_polling_interval")
+        if isinstance(ceiling, timedelta) and "min_queue_polling_interval" not in fields:
+            fields["min_queue_polling_interval"] = min(timedelta(milliseconds=50), ceiling)
+        engine_settings = EngineSettings(**fields)
+        logger.info("Store: %s", self._store.description)
+        engine: DurableEngine = Engine(
+            registry, store=self._store, settings=engine_settings, clock=clock, mode=self._mode
+        )
+        return engine

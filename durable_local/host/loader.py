@@ -1,0 +1,240 @@
+"""Load a v2-model function app and describe its functions from the app's own metadata.
+
+The app folder goes on ``sys.path`` and ``function_app.py`` is imported, as the Python worker does; the
+module-level ``FunctionRegister`` (``df.DFApp`` or ``func.FunctionApp`` with ``df.Blueprint``s registered)
+is asked for ``get_functions()``. Anything the local host cannot run faithfully is refused at load time
+with a ``AppLoadError`` naming the function and binding, never skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from durable_local.host.routing import RouteTemplate, RouteTemplateError
+
+logger = logging.getLogger(__name__)
+
+SCRIPT_FILE = "function_app.py"
+_ALL_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRACE")
+
+
+class AppLoadError(Exception):
+    """The app cannot be served: missing file, import failure or an unsupported function/binding."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientBinding:
+    """A ``durableClient`` input binding (``task_hub`` None = the app's hub)."""
+
+    parameter: str
+    task_hub: str | None = None
+    connection_name: str | None = None
+
+
+@dataclass(slots=True)
+class HttpFunction:
+    name: str
+    route: RouteTemplate
+    methods: tuple[str, ...]
+    auth_level: str
+    """``anonymous``, ``function`` or ``admin``."""
+    request_parameter: str
+    handler: Callable[..., Any]
+    is_async: bool
+    clients: list[ClientBinding] = field(default_factory=list)
+    context_parameter: str | None = None
+
+
+@dataclass(slots=True)
+class ActivityFunction:
+    name: str
+    input_parameter: str
+    handler: Callable[..., Any]
+    is_async: bool
+    context_parameter: str | None = None
+
+
+@dataclass(slots=True)
+class OrchestratorFunction:
+    name: str
+    handle: Callable[[Any], str]
+    """The SDK handle ``Orchestrator.create(user_fn)`` registered by ``orchestration_trigger``."""
+
+
+@dataclass(slots=True)
+class LoadedApp:
+    app_dir: Path
+    module: ModuleType
+    http: list[HttpFunction] = field(default_factory=list)
+    activities: dict[str, ActivityFunction] = field(default_factory=dict)
+    orchestrators: dict[str, OrchestratorFunction] = field(default_factory=dict)
+
+    @property
+    def function_names(self) -> list[str]:
+        return [f.name for f in self.http] + list(self.orchestrators) + list(self.activities)
+
+
+def load_app(app_dir: Path | str) -> LoadedApp:
+    """Import ``app_dir/function_app.py`` and index its functions."""
+    folder = Path(app_dir).resolve()
+    script = folder / SCRIPT_FILE
+    if not script.is_file():
+        raise AppLoadError(f"{script} does not exist: point --app-dir at a v2-model function app folder")
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    module = _import_script(script)
+    registers = _find_registers(module)
+    if not registers:
+        raise AppLoadError(f"{script} defines no FunctionApp / DFApp at module level")
+    if len(registers) > 1:
+        raise AppLoadError(f"{script} defines {len(registers)} function apps at module level; the worker allows one")
+    loaded = LoadedApp(app_dir=folder, module=module)
+    seen: set[str] = set()
+    try:
+        functions = registers[0].get_functions()
+    except ValueError as exc:  # the SDK's own indexing validation (duplicate names, missing trigger)
+        raise AppLoadError(f"{script}: {exc}") from exc
+    for function in functions:
+        name = str(function.get_function_name())
+        if name.lower() in seen:
+            raise AppLoadError(f"function name {name!r} is defined twice")
+        seen.add(name.lower())
+        _index_function(loaded, name, function)
+    loaded.http.sort(key=lambda f: f.route.sort_key())
+    return loaded
+
+
+def _import_script(script: Path) -> ModuleType:
+    # The worker imports the script as the top-level module "function_app".
+    spec = importlib.util.spec_from_file_location("function_app", script)
+    if spec is None or spec.loader is None:
+        raise AppLoadError(f"cannot import {script}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["function_app"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop("function_app", None)
+        raise AppLoadError(f"importing {script} failed: {type(exc).__name__}: {exc}") from exc
+    return module
+
+
+def _find_registers(module: ModuleType) -> list[Any]:
+    from azure.functions import FunctionRegister
+
+    found: list[Any] = []
+    for value in vars(module).values():
+        if isinstance(value, FunctionRegister) and all(value is not f for f in found):
+            found.append(value)
+    return found
+
+
+def _binding_dicts(function: Any) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = []
+    for binding in function.get_bindings():
+        raw = binding.get_dict_repr()
+        result.append({key: getattr(value, "value", value) for key, value in raw.items()})
+    return result
+
+
+def _context_parameter(handler: Callable[..., Any], bound: set[str]) -> str | None:
+    """The worker passes ``func.Context`` to a parameter named ``context`` that no binding claims."""
+    parameters = inspect.signature(handler).parameters
+    if "context" in parameters and "context" not in bound:
+        return "context"
+    return None
+
+
+def _check_parameters(name: str, handler: Callable[..., Any], bound: set[str]) -> None:
+    for parameter in inspect.signature(handler).parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        if parameter.name not in bound and parameter.name != "context" and parameter.default is inspect._empty:
+            raise AppLoadError(f"function {name!r}: parameter {parameter.name!r} has no binding")
+
+
+def _index_function(loaded: LoadedApp, name: str, function: Any) -> None:
+    bindings = _binding_dicts(function)
+    trigger = next((b for b in bindings if str(b.get("type", "")).lower().endswith("trigger")), None)
+    if trigger is None:
+        raise AppLoadError(f"function {name!r} has no trigger")
+    kind = str(trigger["type"])
+    handler = function.get_user_function()
+    others = [b for b in bindings if b is not trigger]
+    if kind == "orchestrationTrigger":
+        _refuse_extra(name, others)
+        orchestration = trigger.get("orchestration") or name
+        if not hasattr(handler, "orchestrator_function"):
+            raise AppLoadError(f"function {name!r}: orchestrationTrigger handler is not an SDK orchestrator handle")
+        loaded.orchestrators[str(orchestration)] = OrchestratorFunction(str(orchestration), handler)
+    elif kind == "activityTrigger":
+        _refuse_extra(name, others)
+        activity = str(trigger.get("activity") or name)
+        bound = {str(trigger["name"])}
+        _check_parameters(name, handler, bound)
+        loaded.activities[activity] = ActivityFunction(
+            name=activity,
+            input_parameter=str(trigger["name"]),
+            handler=handler,
+            is_async=inspect.iscoroutinefunction(handler),
+            context_parameter=_context_parameter(handler, bound),
+        )
+    elif kind == "httpTrigger":
+        loaded.http.append(_http_function(name, trigger, others, handler))
+    elif kind == "entityTrigger":
+        raise AppLoadError(
+            f"function {name!r}: binding {trigger.get('name')!r} of type entityTrigger is not supported by the "
+            "local host (durable entities are not implemented)"
+        )
+    else:
+        raise AppLoadError(f"function {name!r}: trigger {trigger.get('name')!r} of type {kind} is not supported")
+
+
+def _refuse_extra(name: str, others: list[dict[str, Any]]) -> None:
+    for binding in others:
+        raise AppLoadError(
+            f"function {name!r}: binding {binding.get('name')!r} of type {binding.get('type')} is not supported "
+            "by the local host"
+        )
+
+
+def _http_function(name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any) -> HttpFunction:
+    clients: list[ClientBinding] = []
+    for binding in others:
+        kind = str(binding.get("type"))
+        if kind == "http" and binding.get("name") == "$return":
+            continue
+        if kind == "durableClient":
+            clients.append(ClientBinding(str(binding["name"]), binding.get("taskHub"), binding.get("connectionName")))
+            continue
+        raise AppLoadError(
+            f"function {name!r}: binding {binding.get('name')!r} of type {kind} is not supported by the local host"
+        )
+    route_text = str(trigger.get("route") or name)
+    try:
+        route = RouteTemplate.parse(route_text)
+    except RouteTemplateError as exc:
+        raise AppLoadError(f"function {name!r}: {exc}") from exc
+    methods = tuple(str(m).upper() for m in (trigger.get("methods") or ())) or _ALL_METHODS
+    auth_level = str(trigger.get("authLevel") or "function").lower()
+    bound = {str(trigger["name"])} | {c.parameter for c in clients}
+    _check_parameters(name, handler, bound)
+    return HttpFunction(
+        name=name,
+        route=route,
+        methods=methods,
+        auth_level=auth_level,
+        request_parameter=str(trigger["name"]),
+        handler=handler,
+        is_async=inspect.iscoroutinefunction(handler),
+        clients=clients,
+        context_parameter=_context_parameter(handler, bound),
+    )

@@ -1,0 +1,148 @@
+"""The aiohttp application: app HTTP routes under the route prefix, the Durable webhooks and RPC base,
+and ``/admin/host/status``. Function invocation follows the Python worker (``func.HttpRequest`` in,
+``func.HttpResponse``/str/bytes out; async handlers on the loop, sync handlers in a thread pool)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hmac
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import azure.functions as func
+from aiohttp import web
+
+from durable_local.host.client_binding import RPC_PATH, WEBHOOK_PATH, client_binding_json
+from durable_local.host.invoke import InvocationContext, log_invocation
+from durable_local.host.keys import HostKeys
+from durable_local.host.loader import HttpFunction, LoadedApp
+from durable_local.host.webhooks import DurableHttpApi
+
+logger = logging.getLogger(__name__)
+
+
+class AppServer:
+    """Builds the ``web.Application`` for one loaded app."""
+
+    def __init__(
+        self,
+        app: LoadedApp,
+        api: DurableHttpApi,
+        *,
+        hub_name: str,
+        route_prefix: str,
+        keys: HostKeys,
+        base_url: Callable[[], str],
+        sync_workers: int = 16,
+    ) -> None:
+        self._app = app
+        self._api = api
+        self._hub_name = hub_name
+        self._prefix = route_prefix.strip("/")
+        self._keys = keys
+        self._base_url = base_url
+        self._pool = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="http-fn")
+
+    def build(self) -> web.Application:
+        application = web.Application(client_max_size=100 * 1024 * 1024)
+        application.router.add_route("GET", "/admin/host/status", self._host_status)
+        application.router.add_route("*", RPC_PATH + "/{token}/{tail:.*}", self._rpc)
+        application.router.add_route("*", WEBHOOK_PATH + "/{tail:.*}", self._webhook)
+        application.router.add_route("*", "/{tail:.*}", self._functions)
+        application.on_cleanup.append(self._close)
+        return application
+
+    async def _close(self, _: web.Application) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _host_status(self, request: web.Request) -> web.StreamResponse:
+        if not self._keys.allows("admin", request.query, request.headers):
+            return web.Response(status=401)
+        return web.json_response({"state": "Running", "functions": self._app.function_names})
+
+    async def _rpc(self, request: web.Request) -> web.StreamResponse:
+        token = request.match_info["token"]
+        if not (self._keys.required and hmac.compare_digest(token, self._keys.rpc_token)):
+            return web.Response(status=404)
+        return await self._api.handle(request, _raw_tail(request, f"{RPC_PATH}/{token}"))
+
+    async def _webhook(self, request: web.Request) -> web.StreamResponse:
+        if not self._keys.allows("system", request.query, request.headers):
+            return web.Response(status=401)
+        return await self._api.handle(request, _raw_tail(request, WEBHOOK_PATH))
+
+    async def _functions(self, request: web.Request) -> web.StreamResponse:
+        raw_path = request.raw_path.split("?", 1)[0]
+        prefix = f"/{self._prefix}" if self._prefix else ""
+        if prefix and not (raw_path == prefix or raw_path.startswith(prefix + "/")):
+            return web.Response(status=404)
+        relative = raw_path[len(prefix) :].strip("/")
+        method = request.method.upper()
+        for function in self._app.http:
+            values = function.route.match(relative)
+            if values is None or method not in function.methods:
+                continue
+            if not self._keys.allows(function.auth_level, request.query, request.headers):
+                return web.Response(status=401)
+            return await self._invoke(request, function, values)
+        return web.Response(status=404)
+
+    async def _invoke(self, request: web.Request, function: HttpFunction, values: dict[str, str]) -> web.StreamResponse:
+        started = time.perf_counter()
+        headers: dict[str, str] = {}
+        for name, value in request.headers.items():
+            key = name.lower()
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        http_request = func.HttpRequest(
+            method=request.method.upper(),
+            url=str(request.url),
+            headers=headers,
+            params={key: request.query[key] for key in request.query},
+            route_params=values,
+            body=await request.read(),
+        )
+        kwargs: dict[str, Any] = {function.request_parameter: http_request}
+        for client in function.clients:
+            kwargs[client.parameter] = client_binding_json(
+                self._base_url(), self._hub_name, self._keys, task_hub=client.task_hub
+            )
+        if function.context_parameter:
+            kwargs[function.context_parameter] = InvocationContext(function.name, str(self._app.app_dir))
+        try:
+            if function.is_async:
+                result = await function.handler(**kwargs)
+            else:
+                loop = asyncio.get_running_loop()
+                result = await loop.run_in_executor(self._pool, functools.partial(function.handler, **kwargs))
+            response = to_web_response(result)
+        except Exception as exc:
+            logger.exception("Function '%s' raised", function.name)
+            log_invocation(function.name, started, f"Failed: {type(exc).__name__}: {exc}")
+            return web.Response(status=500, text=f"Exception while executing function: {function.name}")
+        log_invocation(function.name, started, f"Succeeded, status {response.status}")
+        return response
+
+
+def _raw_tail(request: web.Request, base: str) -> str:
+    raw_path = request.raw_path.split("?", 1)[0]
+    return raw_path[len(base) :] if raw_path.startswith(base) else request.match_info.get("tail", "")
+
+
+def to_web_response(result: object) -> web.Response:
+    """What the worker sends back for a ``$return`` HTTP output."""
+    if isinstance(result, func.HttpResponse):
+        headers = {name: value for name, value in result.headers.items()}
+        if not any(name.lower() == "content-type" for name in headers):
+            headers["Content-Type"] = f"{result.mimetype}; charset={result.charset}"
+        return web.Response(status=result.status_code, body=result.get_body(), headers=headers)
+    if result is None:
+        return web.Response(status=204)
+    if isinstance(result, str):
+        return web.Response(status=200, text=result)
+    if isinstance(result, bytes | bytearray):
+        return web.Response(status=200, body=bytes(result))
+    raise TypeError(f"an HTTP function must return func.HttpResponse, str or bytes, not {type(result).__name__}")

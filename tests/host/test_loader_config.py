@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from durable_local.host.config import HostConfigError, apply_local_settings, load_host_json
+from durable_local.host.loader import AppLoadError, load_app
+from tests.host.conftest import APPS
+
+
+def test_basic_app_is_indexed_from_its_own_metadata() -> None:
+    app = load_app(APPS / "basic")
+    assert {"chaining", "fan_out", "approval", "parent", "child", "counter"} <= set(app.orchestrators)
+    assert {"say_hello", "flaky", "write_blob", "sleepy"} <= set(app.activities)
+    by_name = {f.name: f for f in app.http}
+    assert by_name["start"].methods == ("POST",)
+    assert by_name["start"].auth_level == "anonymous"
+    assert [c.parameter for c in by_name["start"].clients] == ["client"]
+    assert by_name["start"].is_async
+    assert by_name["echo"].context_parameter == "context"
+    assert not by_name["echo"].is_async
+    assert app.activities["sleepy"].is_async
+    assert app.activities["say_hello"].input_parameter == "name"
+
+
+def test_blueprint_names_and_default_auth_level() -> None:
+    app = load_app(APPS / "blueprint")
+    assert set(app.orchestrators) == {"greet"}
+    assert set(app.activities) == {"shout"}
+    levels = {f.name: f.auth_level for f in app.http}
+    assert levels == {"hello_start": "function", "admin_only": "admin", "open_route": "anonymous"}
+
+
+def test_entity_trigger_is_refused_naming_the_function() -> None:
+    with pytest.raises(AppLoadError, match=r"counter_entity.*entityTrigger"):
+        load_app(APPS / "entity")
+
+
+def test_unsupported_binding_is_refused_naming_function_and_binding(tmp_path: Path) -> None:
+    (tmp_path / "function_app.py").write_text(
+        textwrap.dedent(
+            """
+            import azure.functions as func
+            app = func.FunctionApp()
+
+            @app.route(route="q")
+            @app.queue_output(arg_name="msg", queue_name="out", connection="AzureWebJobsStorage")
+            def enqueue(req: func.HttpRequest, msg: func.Out[str]) -> str:
+                return "x"
+            """
+        )
+    )
+    with pytest.raises(AppLoadError, match=r"'enqueue'.*'msg'.*queue"):
+        load_app(tmp_path)
+
+
+def test_missing_script_and_import_errors_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(AppLoadError, match="does not exist"):
+        load_app(tmp_path)
+    (tmp_path / "function_app.py").write_text("import not_a_module_anywhere\n")
+    with pytest.raises(AppLoadError, match="ModuleNotFoundError"):
+        load_app(tmp_path)
+
+
+def test_host_json_settings() -> None:
+    settings = load_host_json(APPS / "basic")
+    assert settings.hub_name == "BasicHub"
+    assert settings.max_concurrent_activities == 4
+    assert settings.partition_count == 2
+    assert settings.max_queue_polling_interval == 1.0
+    assert load_host_json(APPS / "blueprint").route_prefix == "v1"
+
+
+def test_host_json_defaults_and_errors(tmp_path: Path) -> None:
+    assert load_host_json(tmp_path).route_prefix == "api"
+    (tmp_path / "host.json").write_text(
+        json.dumps({"extensions": {"durableTask": {"maxConcurrentActivityFunctions": 0}}})
+    )
+    with pytest.raises(HostConfigError, match="maxConcurrentActivityFunctions"):
+        load_host_json(tmp_path)
+
+
+def test_local_settings_fill_the_environment_but_real_variables_win(tmp_path: Path) -> None:
+    (tmp_path / "local.settings.json").write_text(json.dumps({"Values": {"A_SETTING": "from-file", "B": "file"}}))
+    env = {"B": "real"}
+    applied = apply_local_settings(tmp_path, env)
+    assert env == {"A_SETTING": "from-file", "B": "real"}
+    assert applied == ["A_SETTING"]
