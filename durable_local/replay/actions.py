@@ -1,0 +1,174 @@
+"""Parse what the Python worker returns: the ``OrchestratorState`` JSON (protocol notes §1.4-1.5).
+
+The SDK either returns the state JSON, or raises an exception whose text carries
+``"\\n\\n$OutOfProcData$:" + state JSON`` (the error path). Both end up as an ``OrchestratorOutcome``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from durable_local.history import parse_timestamp
+from durable_local.model import OrchestratorFn
+
+logger = logging.getLogger(__name__)
+
+OUT_OF_PROC_LABEL = "\n\n$OutOfProcData$:"
+
+
+class ActionType(enum.IntEnum):
+    """Extension ``AsyncActionType`` codes."""
+
+    CALL_ACTIVITY = 0
+    CALL_ACTIVITY_WITH_RETRY = 1
+    CALL_SUB_ORCHESTRATOR = 2
+    CALL_SUB_ORCHESTRATOR_WITH_RETRY = 3
+    CONTINUE_AS_NEW = 4
+    CREATE_TIMER = 5
+    WAIT_FOR_EXTERNAL_EVENT = 6
+    CALL_ENTITY = 7
+    CALL_HTTP = 8
+    SIGNAL_ENTITY = 9
+    SCHEDULED_SIGNAL_ENTITY = 10
+    WHEN_ANY = 11
+    WHEN_ALL = 12
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """The extension's ``RetryOptions`` as read by its ``RetryOptionsConverter``; DTFx defaults otherwise."""
+
+    first_retry_interval_ms: float
+    max_number_of_attempts: int
+    backoff_coefficient: float = 1.0
+    max_retry_interval_ms: float | None = 6 * 24 * 3600 * 1000.0
+    """The extension's default cap is 6 days."""
+    retry_timeout_ms: float | None = None
+
+
+@dataclass(slots=True)
+class Action:
+    """One ``AsyncAction`` of the worker's action list."""
+
+    kind: ActionType
+    function_name: str | None = None
+    input: str | None = None
+    """JSON text (the SDK already JSON-encodes activity/sub-orchestration inputs)."""
+    instance_id: str | None = None
+    fire_at: datetime | None = None
+    is_canceled: bool = False
+    event_name: str | None = None
+    retry: RetryPolicy | None = None
+    children: list[Action] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class OrchestratorOutcome:
+    """The worker's answer for one invocation."""
+
+    is_done: bool
+    actions: list[list[Action]]
+    schema_version: int = 0
+    output: str | None = None
+    """JSON text of the output, None when absent or null."""
+    error: str | None = None
+    custom_status: str | None = None
+    """JSON text, None when the SDK left it out (it drops falsy values)."""
+    crash: str | None = None
+    """Set when the call failed without the out-of-proc state (nothing to replay)."""
+
+
+def invoke_orchestrator(handle: OrchestratorFn, context_json: str) -> OrchestratorOutcome:
+    """Call the orchestrator handle and parse its answer, including the SDK's error path."""
+    try:
+        raw = handle(context_json)
+    except Exception as exc:  # the SDK reports user-code failures by raising: parse, don't propagate
+        text = str(exc)
+        label = text.find(OUT_OF_PROC_LABEL)
+        if label < 0:
+            logger.info("orchestrator raised without out-of-proc state: %s", type(exc).__name__)
+            return OrchestratorOutcome(is_done=False, actions=[], crash=text or type(exc).__name__)
+        outcome = parse_state(text[label + len(OUT_OF_PROC_LABEL) :])
+        if not outcome.error:
+            outcome.error = text[:label]
+        return outcome
+    if not isinstance(raw, str):
+        raw = json.dumps(raw)
+    return parse_state(raw)
+
+
+def parse_state(text: str) -> OrchestratorOutcome:
+    """Parse an ``OrchestratorState`` JSON document."""
+    data = json.loads(text)
+    if not isinstance(data, dict):
+        raise ValueError("Out of proc orchestrators must return a valid JSON schema")
+    output = data.get("output")
+    custom = data.get("customStatus")
+    return OrchestratorOutcome(
+        is_done=bool(data.get("isDone", False)),
+        actions=[[parse_action(item) for item in group] for group in data.get("actions") or []],
+        schema_version=_schema(data.get("schemaVersion", 0)),
+        output=None if output is None else json.dumps(output),
+        error=data.get("error") or None,
+        custom_status=None if custom is None else json.dumps(custom),
+    )
+
+
+def _schema(value: Any) -> int:
+    # The extension reads schemaVersion with a StringEnumConverter: names and numbers both work.
+    names = {"original": 0, "v2": 1, "replaypatchv1": 1, "v3": 2}
+    if isinstance(value, str):
+        return names.get(value.lower(), 0) if not value.isdigit() else int(value)
+    return int(value or 0)
+
+
+def parse_action(data: dict[str, Any]) -> Action:
+    kind = ActionType(int(data["actionType"]))
+    fire_at = data.get("fireAt")
+    retry = data.get("retryOptions")
+    return Action(
+        kind=kind,
+        function_name=data.get("functionName"),
+        input=_as_text(data.get("input")),
+        instance_id=data.get("instanceId"),
+        fire_at=parse_timestamp(fire_at) if isinstance(fire_at, str) else None,
+        is_canceled=bool(data.get("isCanceled", False)),
+        event_name=data.get("externalEventName"),
+        retry=_retry(retry) if isinstance(retry, dict) else None,
+        children=[parse_action(child) for child in data.get("compoundActions") or []],
+    )
+
+
+def _as_text(value: Any) -> str | None:
+    """Action inputs are JSON text already (``df_dumps``); anything else is encoded here."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _retry(data: dict[str, Any]) -> RetryPolicy:
+    if "firstRetryIntervalInMilliseconds" not in data or "maxNumberOfAttempts" not in data:
+        raise ValueError("Invalid JSON. retryOptions needs firstRetryIntervalInMilliseconds and maxNumberOfAttempts")
+    policy = RetryPolicy(
+        first_retry_interval_ms=float(data["firstRetryIntervalInMilliseconds"]),
+        max_number_of_attempts=int(data["maxNumberOfAttempts"]),
+    )
+    extra: dict[str, Any] = {}
+    if "backoffCoefficient" in data:
+        extra["backoff_coefficient"] = float(data["backoffCoefficient"])
+    if "maxRetryIntervalInMilliseconds" in data:
+        extra["max_retry_interval_ms"] = float(data["maxRetryIntervalInMilliseconds"])
+    if "retryTimeoutInMilliseconds" in data:
+        extra["retry_timeout_ms"] = float(data["retryTimeoutInMilliseconds"])
+    if extra:
+        policy = RetryPolicy(
+            first_retry_interval_ms=policy.first_retry_interval_ms,
+            max_number_of_attempts=policy.max_number_of_attempts,
+            **extra,
+        )
+    return policy

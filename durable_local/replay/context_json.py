@@ -1,0 +1,60 @@
+"""The orchestration context JSON the extension sends to the Python worker (protocol notes §1.2).
+
+Built like ``OrchestrationTriggerAttributeBindingProvider.OrchestrationContextToString``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from durable_local.model import HistoryEvent
+from durable_local.replay.api import ReplaySettings
+
+SCHEMA_V2 = 1
+SCHEMA_V3 = 2
+
+
+def format_timespan(span: timedelta) -> str:
+    """.NET ``TimeSpan.ToString()``: ``[-][d.]hh:mm:ss[.fffffff]`` (e.g. ``"3.00:00:00"``)."""
+    ticks = (span.days * 86_400 + span.seconds) * 10_000_000 + span.microseconds * 10
+    sign = "-" if ticks < 0 else ""
+    ticks = abs(ticks)
+    days, rest = divmod(ticks, 86_400 * 10_000_000)
+    hours, rest = divmod(rest, 3_600 * 10_000_000)
+    minutes, rest = divmod(rest, 60 * 10_000_000)
+    seconds, fraction = divmod(rest, 10_000_000)
+    text = f"{sign}{days}." if days else sign
+    text += f"{hours:02d}:{minutes:02d}:{seconds:02d}"
+    if fraction:
+        text += f".{fraction:07d}"
+    return text
+
+
+def build_context_json(
+    *,
+    instance_id: str,
+    past_events: list[HistoryEvent],
+    current_events: list[HistoryEvent],
+    input: str | None,
+    parent_instance_id: str | None,
+    settings: ReplaySettings,
+) -> str:
+    """``history`` = every event of the current execution: replayed ones with IsPlayed true, this episode's
+    (its OrchestratorStarted first) with IsPlayed false."""
+    history = [{**event, "IsPlayed": True} for event in past_events]
+    history.extend({**event, "IsPlayed": False} for event in current_events)
+    context = {
+        "history": history,
+        "input": input,
+        "instanceId": instance_id,
+        # DTFx replays past events first: the worker is called while ExecutionStarted is replayed.
+        "isReplaying": bool(past_events),
+        "parentInstanceId": parent_instance_id,
+        "upperSchemaVersion": SCHEMA_V2,
+        "upperSchemaVersionNew": SCHEMA_V3,
+        "longRunningTimerIntervalDuration": format_timespan(settings.long_running_timer_interval),
+        "maximumShortTimerDuration": format_timespan(settings.maximum_short_timer_duration),
+        "defaultHttpAsyncRequestSleepTimeMillseconds": settings.default_http_async_request_sleep_ms,
+    }
+    return json.dumps(context)

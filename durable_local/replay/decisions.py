@@ -1,0 +1,138 @@
+"""Decision events and their outbound messages, as DTFx's dispatcher makes them.
+
+``TaskOrchestrationDispatcher.ProcessScheduleTaskDecision`` / ``ProcessCreateTimerDecision`` /
+``ProcessCreateSubOrchestrationInstanceDecision`` / ``ProcessWorkflowCompletedTaskDecision``: each
+decision appends one history event carrying the decision's sequence number as ``EventId`` and may
+produce one message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from durable_local.history import (
+    ParentInstance,
+    execution_started,
+    format_timestamp,
+    sub_orchestration_completed,
+    sub_orchestration_failed,
+    timer_fired,
+)
+from durable_local.model import EventType, HistoryEvent, ScheduledMessage, TaskMessage
+from durable_local.replay.dtfx import Decision
+
+
+@dataclass(slots=True)
+class Outbound:
+    """Messages produced by an episode, grouped like ``EpisodeResult``."""
+
+    activity_messages: list[TaskMessage] = field(default_factory=list)
+    timer_messages: list[ScheduledMessage] = field(default_factory=list)
+    orchestrator_messages: list[TaskMessage] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionInfo:
+    """What the dispatcher knows about the running execution (from its ExecutionStarted)."""
+
+    instance_id: str
+    execution_id: str
+    name: str
+    version: str
+    input: str | None
+    generation: int
+    parent: ParentInstance | None
+    tags: dict[str, str] | None
+
+
+def decision_event(decision: Decision, now: datetime) -> HistoryEvent:
+    """The history event a decision appends (``EventId`` = its sequence number)."""
+    event: HistoryEvent = {
+        "EventType": int(decision.kind),
+        "EventId": decision.id,
+        "IsPlayed": False,
+        "Timestamp": format_timestamp(now),
+    }
+    if decision.kind == EventType.TASK_SCHEDULED:
+        event.update(
+            {"Name": decision.name, "Version": "", "Input": decision.input, "Tags": None, "ParentTraceContext": None}
+        )
+    elif decision.kind == EventType.TIMER_CREATED:
+        assert decision.fire_at is not None
+        event["FireAt"] = format_timestamp(decision.fire_at)
+    elif decision.kind == EventType.SUB_ORCHESTRATION_INSTANCE_CREATED:
+        event.update(
+            {
+                "Name": decision.name,
+                "Version": "",
+                "InstanceId": decision.instance_id,
+                "Input": decision.input,
+                "Tags": None,
+            }
+        )
+    else:  # ExecutionCompleted / ContinueAsNew
+        event.update({"OrchestrationStatus": decision.status, "Result": decision.result, "FailureDetails": None})
+    return event
+
+
+def decision_message(
+    decision: Decision,
+    *,
+    event: HistoryEvent,
+    info: ExecutionInfo,
+    now: datetime,
+    new_execution_id: Callable[[], str],
+    outbound: Outbound,
+) -> None:
+    """Add the message a scheduling decision produces (completion messages are handled by the caller)."""
+    if decision.kind == EventType.TASK_SCHEDULED:
+        outbound.activity_messages.append(TaskMessage(info.instance_id, info.execution_id, event))
+    elif decision.kind == EventType.TIMER_CREATED:
+        assert decision.fire_at is not None
+        fired = timer_fired(timestamp=now, timer_id=decision.id, fire_at=decision.fire_at)
+        outbound.timer_messages.append(
+            ScheduledMessage(TaskMessage(info.instance_id, info.execution_id, fired), visible_at=decision.fire_at)
+        )
+    elif decision.kind == EventType.SUB_ORCHESTRATION_INSTANCE_CREATED:
+        child_instance = decision.instance_id or f"{info.execution_id}:{decision.id}"
+        child_execution = new_execution_id()
+        parent = ParentInstance(
+            name=info.name,
+            instance_id=info.instance_id,
+            execution_id=info.execution_id,
+            task_scheduled_id=decision.id,
+            version=info.version,
+        )
+        started = execution_started(
+            timestamp=now,
+            name=decision.name or "",
+            instance_id=child_instance,
+            execution_id=child_execution,
+            input=decision.input,
+            parent=parent,
+            tags=info.tags,
+        )
+        outbound.orchestrator_messages.append(TaskMessage(child_instance, child_execution, started))
+
+
+def parent_notification(decision: Decision, info: ExecutionInfo, now: datetime) -> TaskMessage | None:
+    """SubOrchestrationInstanceCompleted/Failed for the parent when a sub-orchestration ends."""
+    parent = info.parent
+    if parent is None or decision.kind != EventType.EXECUTION_COMPLETED:
+        return None
+    if decision.status == 1:
+        event = sub_orchestration_completed(
+            timestamp=now, task_scheduled_id=parent.task_scheduled_id, result=decision.result
+        )
+    elif decision.status in (3, 5):
+        event = sub_orchestration_failed(
+            timestamp=now,
+            task_scheduled_id=parent.task_scheduled_id,
+            reason=decision.result or "",
+            details=decision.details,
+        )
+    else:
+        return None
+    return TaskMessage(parent.instance_id, parent.execution_id, event)
