@@ -21,6 +21,7 @@ import msal
 import requests
 
 from shared.audit.config import AuditApiConfig
+from shared.audit.session import PinnedSession
 from shared.errors import AuthenticationError, ConfigError, TransientApiError
 
 logger = logging.getLogger(__name__)
@@ -128,8 +129,9 @@ class MsalTokenProvider:
                 config.client_id,
                 client_credential=credential,
                 authority=config.authority,
-                verify=config.ca_bundle if config.ca_bundle else True,
-                timeout=config.http_timeout_seconds,
+                http_client=PinnedSession(
+                    verify=config.ca_bundle if config.ca_bundle else True, timeout=config.http_timeout_seconds
+                ),
                 **extra,
             )
         except ValueError as exc:

@@ -31,6 +31,7 @@ import tenacity
 
 from shared.audit.auth import TokenProvider
 from shared.audit.config import AuditApiConfig
+from shared.audit.session import PinnedSession
 from shared.errors import (
     AuthenticationError,
     MissingPermissionError,
@@ -139,9 +140,7 @@ class AuditHttpClient:
         self._sleep = sleep
         self._clock = clock
         self._scale = retry_wait_scale
-        self._session = session or requests.Session()
-        if config.ca_bundle:
-            self._session.verify = config.ca_bundle
+        self._session = session or PinnedSession(verify=config.ca_bundle if config.ca_bundle else True)
         self._backoff = tenacity.wait_exponential_jitter(initial=1.0, max=config.max_retry_wait_seconds)
 
     def close(self) -> None:

@@ -1,0 +1,27 @@
+"""A ``requests.Session`` that applies its CA bundle and timeout to every request.
+
+requests lets the ``REQUESTS_CA_BUNDLE`` / ``CURL_CA_BUNDLE`` environment variables override ``Session.verify``
+(psf/requests#3829), so a configured CA bundle (the local emulator's) must be passed on each call to take effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+
+class PinnedSession(requests.Session):
+    """Session whose ``verify`` and ``timeout`` defaults win over the environment."""
+
+    def __init__(self, *, verify: str | bool = True, timeout: float | None = None) -> None:
+        super().__init__()
+        self.verify = verify
+        self._default_timeout = timeout
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        if kwargs.get("verify") is None:
+            kwargs["verify"] = self.verify
+        if kwargs.get("timeout") is None and self._default_timeout is not None:
+            kwargs["timeout"] = self._default_timeout
+        return super().request(method, url, *args, **kwargs)

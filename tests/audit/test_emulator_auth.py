@@ -1,0 +1,104 @@
+"""Sign-in and permission failures against the emulator: errors name the setting or permission, never the secret."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+
+from shared.audit import build_query_api, build_search_api
+from shared.audit.exchange import ExchangeAuditClient
+from shared.audit.graph import GraphAuditClient
+from shared.audit.ports import AuditFilters, QueryState
+from shared.errors import AuthenticationError, MissingPermissionError
+from tests.audit.conftest import FAST, TENANT, Emu, register, wait_for_query, window
+
+WIN = window(0.5, offset_hours=4.0)
+
+
+def test_bad_secret_names_the_setting_without_the_secret(emu: Emu, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    wrong = "Wrong~Secret-Value-987"
+    client = GraphAuditClient(emu.config(client_secret=wrong), retry_wait_scale=FAST)
+    with pytest.raises(AuthenticationError) as info:
+        client.create_query(WIN, AuditFilters(), display_name="bad secret")
+    assert "client_secret" in str(info.value) and "AADSTS7000215" in str(info.value)
+    assert wrong not in str(info.value) and wrong not in caplog.text
+    assert info.value.dooms_collection
+
+
+def test_unknown_client_id_names_client_id(emu: Emu) -> None:
+    client = build_search_api(emu.config(client_id="00000000-0000-0000-0000-00000000beef"))
+    with pytest.raises(AuthenticationError, match="client_id"):
+        client.count(WIN, AuditFilters())
+
+
+def test_unknown_tenant_names_tenant_id(emu: Emu) -> None:
+    client = build_query_api(emu.config(tenant_id="11111111-2222-3333-4444-555555555555"))
+    with pytest.raises(AuthenticationError, match="tenant_id"):
+        client.create_query(WIN, AuditFilters(), display_name="no tenant")
+
+
+def test_missing_graph_permission_is_named(emu: Emu) -> None:
+    client_id = "7b2c0e3f-1d4a-4f6b-9c8d-0e1f2a3b4c5d"
+    register(emu.handle, client_id=client_id, graph_permissions=())
+    client = GraphAuditClient(emu.config(client_id=client_id), retry_wait_scale=FAST)
+    with pytest.raises(MissingPermissionError) as info:
+        client.create_query(WIN, AuditFilters(), display_name="no permission")
+    assert info.value.permission == "AuditLogsQuery.Read.All"
+    assert "AuditLogsQuery.Read.All" in str(info.value)
+
+
+def test_missing_exchange_role_is_named(emu: Emu) -> None:
+    client_id = "8c3d1f4a-2e5b-4a7c-8d9e-1f2a3b4c5d6e"
+    register(emu.handle, client_id=client_id, exchange_role=False)
+    client = ExchangeAuditClient(emu.config(client_id=client_id), retry_wait_scale=FAST)
+    with pytest.raises(MissingPermissionError) as info:
+        client.count(WIN, AuditFilters())
+    assert "Exchange.ManageAsApp" in str(info.value) and "View-Only Audit Logs" in str(info.value)
+
+
+def test_transient_403_is_retried(emu: Emu) -> None:
+    emu.handle.faults.transient_403_count = 2
+    client = ExchangeAuditClient(emu.config(transient_403_attempts=3), retry_wait_scale=FAST)
+    assert client.count(WIN, AuditFilters()) == len(emu.handle.ground_truth_ids(TENANT, WIN.start, WIN.end))
+    assert sum(emu.handle.stats.transient_403.values()) >= 2
+
+
+def _certificate(path: Path) -> bytes:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ual-collector-test")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .sign(key, hashes.SHA256())
+    )
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    path.write_bytes(key_pem + cert_pem)
+    return cert_pem
+
+
+def test_certificate_credential_signs_in(emu: Emu, tmp_path: Path) -> None:
+    client_id = "9d4e2a5b-3f6c-4b8d-9e0f-2a3b4c5d6e7f"
+    pem_path = tmp_path / "app.pem"
+    register(emu.handle, client_id=client_id, client_secret=None, certificate_pem=_certificate(pem_path))
+    config = emu.config(client_id=client_id, client_secret=None, certificate_path=str(pem_path))
+    client = GraphAuditClient(config, retry_wait_scale=FAST)
+    query_id = client.create_query(WIN, AuditFilters(), display_name="cert")
+    assert wait_for_query(client, query_id).state is QueryState.SUCCEEDED
+    client.delete_query(query_id)
