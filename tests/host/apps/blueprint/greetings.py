@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import azure.durable_functions as df
 import azure.functions as func
 
@@ -18,6 +20,9 @@ async def hello_start(req: func.HttpRequest, client: df.DurableOrchestrationClie
 @bp.orchestration_trigger(context_name="context", orchestration="greet")
 def greet_orchestrator(context: df.DurableOrchestrationContext):
     name = context.get_input()
+    if isinstance(name, str) and name.startswith('"'):
+        # The SDK client JSON-encodes the input before posting it (see docs/local-host.md).
+        name = json.loads(name)
     greeting = yield context.call_activity("shout", name)
     return greeting
 
