@@ -1,0 +1,140 @@
+"""Activity bodies over in-memory fakes of the audit ports and a real sink."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from activities import bodies
+from shared.errors import AuthenticationError, TransientApiError
+from shared.models import ActivityResult, Chunk, ChunkSummary
+from shared.sinks.local import LocalFolderSink
+from shared.sinks.memory import MemorySink
+from tests.collector.fakes import T0, FakeQueryApi, FakeSearchApi, synthetic
+
+TENANT = "contoso.onmicrosoft.com"
+
+
+def payload(chunk: Chunk, **extra: object) -> dict[str, object]:
+    return {"collectionId": "c1", "tenantId": TENANT, "chunk": chunk.to_json(), "filters": {}, "attempt": 1, **extra}
+
+
+def lines(data: bytes | None) -> list[dict[str, object]]:
+    assert data is not None
+    return [json.loads(line) for line in data.splitlines()]
+
+
+def run_graph_chunk(api: FakeQueryApi, sink: MemorySink, chunk: Chunk) -> ActivityResult:
+    submitted = ActivityResult.from_json(bodies.graph_submit(api, payload(chunk)))
+    query_id = submitted.data["queryId"]
+    status = ActivityResult.from_json(bodies.graph_status(api, payload(chunk, queryId=query_id)))
+    assert status.data["state"] == "pending"
+    status = ActivityResult.from_json(bodies.graph_status(api, payload(chunk, queryId=query_id)))
+    assert status.data["state"] == "succeeded"
+    result = ActivityResult.from_json(bodies.graph_export(api, sink, payload(chunk, queryId=query_id)))
+    bodies.graph_delete(api, payload(chunk, queryId=query_id))
+    return result
+
+
+def test_graph_export_trims_dedupes_and_returns_only_a_claim_check() -> None:
+    records = synthetic(T0, 2, 30)
+    api, sink = FakeQueryApi(records), MemorySink()
+    chunk = Chunk(T0, T0 + timedelta(hours=1))
+    result = run_graph_chunk(api, sink, chunk)
+    summary = ChunkSummary.from_json(result.data)
+    assert (summary.records, summary.trimmed, summary.duplicates) == (30, 1, 1)
+    written = sink.read_bytes(summary.blob)
+    assert [r["id"] for r in lines(written)] == [r["id"] for r in records[:30]]
+    assert summary.sha256 == hashlib.sha256(written or b"").hexdigest()
+    assert "records" not in json.dumps(result.data).replace('"records":', "")  # no record content in the result
+    assert len(json.dumps(result.to_json())) < 1000
+    assert api.deleted == ["q1"]
+    sidecar = json.loads(sink.read_bytes(summary.blob.replace(".jsonl", ".summary.json")) or b"")
+    assert sidecar["records"] == 30
+
+
+def test_rerun_of_an_export_gives_identical_output() -> None:
+    api, sink = FakeQueryApi(synthetic(T0, 1, 40)), MemorySink()
+    chunk = Chunk(T0, T0 + timedelta(hours=1))
+    first = ChunkSummary.from_json(run_graph_chunk(api, sink, chunk).data)
+    before = dict(sink.objects)
+    second = ChunkSummary.from_json(run_graph_chunk(api, sink, chunk).data)  # at-least-once: ran twice
+    assert first.sha256 == second.sha256 and sink.objects == before
+
+
+def test_expected_errors_come_back_as_results_with_kind() -> None:
+    chunk = Chunk(T0, T0 + timedelta(hours=1))
+    api = FakeQueryApi([], errors={"create": [TransientApiError("429", status=429, retry_after=12.0)]})
+    result = ActivityResult.from_json(bodies.graph_submit(api, payload(chunk)))
+    assert not result.ok and result.error is not None
+    assert (result.error.kind, result.error.retry_after, result.error.dooms_collection) == ("transient", 12.0, False)
+    api.errors["create"] = [AuthenticationError("invalid client secret (AUDIT_CLIENT_SECRET)")]
+    doomed = ActivityResult.from_json(bodies.graph_submit(api, payload(chunk)))
+    assert doomed.error is not None and doomed.error.kind == "authentication" and doomed.error.dooms_collection
+
+
+def test_failed_delete_does_not_fail_the_chunk() -> None:
+    api = FakeQueryApi([], errors={"delete": [TransientApiError("503")]})
+    result = ActivityResult.from_json(bodies.graph_delete(api, {"queryId": "q9"}))
+    assert result.ok and result.data == {"deleted": False, "kind": "transient"}
+
+
+def test_exchange_collect_writes_chunk_and_quarantines_malformed(tmp_path: Path) -> None:
+    api = FakeSearchApi(synthetic(T0, 1, 20), malformed_every=10)
+    sink = LocalFolderSink(tmp_path)
+    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1)))))
+    summary = ChunkSummary.from_json(result.data)
+    assert summary.records == 20 and summary.malformed == 2 and not summary.incomplete
+    assert summary.quarantine_blob is not None
+    quarantined = lines(sink.read_bytes(summary.quarantine_blob))
+    assert [q["reason"] for q in quarantined] == ["auditData does not parse"] * 2
+
+
+def test_exchange_over_cap_asks_for_split_and_writes_nothing() -> None:
+    api, sink = FakeSearchApi(synthetic(T0, 1, 60), cap=50), MemorySink()
+    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1)))))
+    assert result.needs_split and not result.ok
+    assert sink.objects == {}
+
+
+def test_exchange_minimum_window_over_cap_is_reported_incomplete() -> None:
+    api, sink = FakeSearchApi(synthetic(T0, 1, 60), cap=50), MemorySink()
+    chunk = Chunk(T0, T0 + timedelta(hours=1))
+    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(chunk, allowIncomplete=True)))
+    assert result.ok and ChunkSummary.from_json(result.data).incomplete
+
+
+def test_unusable_records_are_quarantined_not_dropped() -> None:
+    records = synthetic(T0, 1, 4)
+    records[1] = {"id": "no-time"}
+    records[2] = {**records[2], "createdDateTime": "not a time"}
+    api, sink = FakeSearchApi(records), MemorySink()
+    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1)))))
+    summary = ChunkSummary.from_json(result.data)
+    assert summary.records == 2 and summary.malformed == 2
+
+
+def test_finalize_manifest_covers_the_range_and_reports_gaps() -> None:
+    api, sink = FakeSearchApi(synthetic(T0, 3, 10)), MemorySink()
+    for hour in (0, 2):
+        chunk = Chunk(T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1))
+        bodies.exchange_collect(api, sink, payload(chunk))
+    failure = {"chunk": Chunk(T0 + timedelta(hours=1), T0 + timedelta(minutes=90)).to_json(), "kind": "transient",
+               "message": "503", "attempts": 4}  # fmt: skip
+    final = {
+        "collectionId": "c1",
+        "tenantId": TENANT,
+        "source": "exchange",
+        "ranges": [{"start": "2024-11-17T10:00:00Z", "end": "2024-11-17T13:00:00Z"}],
+        "failures": [failure],
+        "status": "CompletedWithFailures",
+    }
+    result = ActivityResult.from_json(bodies.finalize(sink, final))
+    assert result.ok
+    manifest = json.loads(sink.read_bytes(result.data["manifest"]) or b"")
+    assert manifest["totals"]["records"] == 20 and manifest["totals"]["chunks"] == 2
+    assert manifest["gaps"] == [{"start": "2024-11-17T11:30:00Z", "end": "2024-11-17T12:00:00Z", "depth": 0}]
+    assert [c["records"] for c in manifest["chunks"]] == [10, 10]
+    assert manifest["failures"] == [failure]

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared import names
+from shared.errors import ConfigError
+from shared.settings import Settings
+from shared.sinks.base import check_object_name
+
+T0 = datetime(2024, 11, 17, 10, 0, tzinfo=UTC)
+
+
+def test_chunk_names_are_deterministic_and_readable() -> None:
+    a = names.chunk_object_name("Contoso.onmicrosoft.com", "c1", T0, T0 + timedelta(hours=1))
+    b = names.chunk_object_name("contoso.onmicrosoft.com", "c1", T0, T0 + timedelta(hours=1))
+    assert a == b == "contoso.onmicrosoft.com/c1/chunks/20241117T100000Z_20241117T110000Z.jsonl"
+    assert names.summary_object_name(a).endswith("_20241117T110000Z.summary.json")
+    assert names.quarantine_object_name(a).endswith("_20241117T110000Z.quarantine.jsonl")
+    assert names.manifest_object_name("contoso.onmicrosoft.com", "c1") == "contoso.onmicrosoft.com/c1/manifest.json"
+
+
+@given(st.integers(0, 10**8), st.integers(1, 10**8))
+def test_distinct_windows_get_distinct_safe_names(offset: int, span: int) -> None:
+    start = T0 + timedelta(microseconds=offset)
+    end = start + timedelta(microseconds=span)
+    name = names.chunk_object_name("contoso.onmicrosoft.com", "c1", start, end)
+    check_object_name(name)
+    other = names.chunk_object_name("contoso.onmicrosoft.com", "c1", start, end + timedelta(microseconds=1))
+    assert name != other
+
+
+@pytest.mark.parametrize(
+    ("tenant", "collection"),
+    [("../x.com", "c1"), ("contoso.com", "../c1"), ("contoso.com", "a/b"), ("con/toso.com", "c1"), ("x..y.com", "c")],
+)
+def test_unsafe_components_are_rejected(tenant: str, collection: str) -> None:
+    with pytest.raises(ValueError):
+        names.chunk_object_name(tenant, collection, T0, T0 + timedelta(hours=1))
+
+
+@pytest.mark.parametrize("name", ["/abs", "a/../b", "a//b", "a/./b", "a b", "", "a\\b"])
+def test_object_name_check_rejects_escapes(name: str) -> None:
+    with pytest.raises(ValueError):
+        check_object_name(name)
+
+
+def test_settings_defaults_and_overrides() -> None:
+    s = Settings.from_env(
+        {"COLLECTOR_MAX_CONCURRENCY": "5", "OUTPUT_FOLDER": "/tmp/out", "AUDIT_CLIENT_SECRET": "s3cret-value"}
+    )
+    assert s.max_concurrency == 5 and s.default_concurrency == 3 and s.sink_kind == "folder"
+    assert "s3cret-value" not in repr(s)  # secrets stay out of logs
+    assert s.audit.config_kwargs("t.onmicrosoft.com")["client_secret"] == "s3cret-value"
+    assert Settings.from_env({"OUTPUT_STORAGE_CONNECTION": "UseDevelopmentStorage=true"}).sink_kind == "blob"
+
+
+@pytest.mark.parametrize(
+    ("env", "setting"),
+    [
+        ({"COLLECTOR_MAX_CONCURRENCY": "lots"}, "COLLECTOR_MAX_CONCURRENCY"),
+        ({"COLLECTOR_MAX_CONCURRENCY": "0"}, "COLLECTOR_MAX_CONCURRENCY"),
+        ({"COLLECTOR_DEFAULT_CONCURRENCY": "9", "COLLECTOR_MAX_CONCURRENCY": "4"}, "COLLECTOR_DEFAULT_CONCURRENCY"),
+        ({"COLLECTOR_DEFAULT_SOURCE": "ftp"}, "COLLECTOR_DEFAULT_SOURCE"),
+        ({"OUTPUT_CONTAINER": "Bad_Name"}, "OUTPUT_CONTAINER"),
+        ({"AUDIT_GRAPH_BASE_URL": "graph.microsoft.com"}, "AUDIT_GRAPH_BASE_URL"),
+        ({"COLLECTOR_POLL_BACKOFF": "0.5"}, "COLLECTOR_POLL_BACKOFF"),
+        ({"OUTPUT_STORAGE_CONNECTION": "x", "OUTPUT_STORAGE_ACCOUNT_URL": "https://a"}, "OUTPUT_STORAGE_ACCOUNT_URL"),
+    ],
+)
+def test_bad_settings_name_the_setting(env: dict[str, str], setting: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env(env)
+    assert caught.value.setting == setting
