@@ -57,7 +57,9 @@ class Emulator:
         port = self._server.server_address[1]
         self.base_url = f"https://{self.config.host}:{port}"
         self.ca_bundle = str(ca)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="m365-emulator", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="m365-emulator", daemon=True
+        )
         self._thread.start()
         logger.info("m365 emulator serving on %s", self.base_url)
         return self

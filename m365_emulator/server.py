@@ -111,9 +111,10 @@ def _instance_discovery(request: Request) -> Reply:
         return Reply(
             400, {"error": "invalid_instance", "error_description": "AADSTS50049: Unknown or invalid instance."}
         )
-    host = split.netloc
+    # msal sends the authority's host without its port, so answer with the address this request reached.
+    host = request.base_url.removeprefix("https://")
     body = {
-        "tenant_discovery_endpoint": f"https://{host}/{segments[0]}/v2.0/.well-known/openid-configuration",
+        "tenant_discovery_endpoint": f"{request.base_url}/{segments[0]}/v2.0/.well-known/openid-configuration",
         "api-version": "1.1",
         "metadata": [{"preferred_network": host, "preferred_cache": host, "aliases": [host]}],
     }

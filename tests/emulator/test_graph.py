@@ -1,0 +1,242 @@
+"""Graph audit log queries: lifecycle, paging, filters, caps, bleed, delete, permissions and concurrency."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+
+from m365_emulator import AppRegistration, Emulator, run_emulator
+from tests.emulator.helpers import GRAPH_SCOPE, SECRET, T0, TENANT, make_config, queries_url, session_for, wait_for
+
+
+def _z(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def create(graph: requests.Session, emu: Emulator, start: datetime, end: datetime, **filters: Any) -> dict[str, Any]:
+    body = {"displayName": "test", "filterStartDateTime": _z(start), "filterEndDateTime": _z(end), **filters}
+    response = graph.post(queries_url(emu), json=body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def wait_succeeded(graph: requests.Session, emu: Emulator, query_id: str) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+
+    def done() -> bool:
+        seen.update(graph.get(f"{queries_url(emu)}/{query_id}").json())
+        return seen["status"] not in ("notStarted", "queued", "running")
+
+    wait_for(done)
+    return seen
+
+
+def pages(
+    graph: requests.Session, emu: Emulator, query_id: str, top: int | None = None
+) -> Iterator[list[dict[str, Any]]]:
+    url: str | None = f"{queries_url(emu)}/{query_id}/records" + (f"?$top={top}" if top else "")
+    while url:
+        response = graph.get(url)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        yield body["value"]
+        url = body.get("@odata.nextLink")
+
+
+def collect(
+    graph: requests.Session, emu: Emulator, start: datetime, end: datetime, **filters: Any
+) -> list[dict[str, Any]]:
+    query = create(graph, emu, start, end, **filters)
+    assert wait_succeeded(graph, emu, query["id"])["status"] == "succeeded"
+    return [record for page in pages(graph, emu, query["id"], top=250) for record in page]
+
+
+def test_query_lifecycle_and_document_shape(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.completion_delay_seconds = 2.0  # ample margin for the "not ready" read right after creation
+    query = create(graph, emu, T0, T0 + timedelta(hours=2), operationFilters=["FileAccessed"])
+    assert query["status"] == "notStarted"
+    assert query["@odata.context"].endswith("$metadata#security/auditLog/queries/$entity")
+    assert query["filterStartDateTime"] == "2024-05-01T00:00:00Z"
+    assert query["operationFilters"] == ["FileAccessed"]
+    assert query["approximateReturnedRecordCount"] is None
+    not_ready = graph.get(f"{queries_url(emu)}/{query['id']}/records")
+    assert not_ready.status_code == 400
+    assert not_ready.json()["error"]["message"] == "The query is not ready."
+    final = wait_succeeded(graph, emu, query["id"])
+    assert final["status"] == "succeeded"
+    assert final["isRecordCountLimitExceeded"] is False
+    assert final["recordCountLimit"] == 1_000_000
+    listed = graph.get(queries_url(emu)).json()["value"]
+    assert [q["id"] for q in listed] == [query["id"]]
+
+
+@pytest.mark.parametrize("hours", [1, 5, 26])
+def test_pages_hold_exactly_the_ground_truth_plus_bleed_after_the_end(
+    graph: requests.Session, emu: Emulator, hours: int
+) -> None:
+    start, end = T0 + timedelta(minutes=17), T0 + timedelta(hours=hours, minutes=17)
+    records = collect(graph, emu, start, end)
+    truth = emu.ground_truth_ids(TENANT, start, end)
+    inside = [r["id"] for r in records if r["createdDateTime"] < _z(end)]
+    bleed = [r for r in records if r["createdDateTime"] >= _z(end)]
+    assert inside == truth
+    assert len({r["id"] for r in records}) == len(records)
+    assert len(bleed) == round(len(truth) * 0.03)
+    assert all(end <= datetime.fromisoformat(r["createdDateTime"]) < end + timedelta(hours=10) for r in bleed)
+    assert all(r["auditData"]["Id"] == r["id"] for r in records)
+
+
+def test_top_is_honoured_up_to_the_maximum_page(emu: Emulator, graph: requests.Session) -> None:
+    query = create(graph, emu, T0, T0 + timedelta(hours=12))
+    wait_succeeded(graph, emu, query["id"])
+    sizes = [len(page) for page in pages(graph, emu, query["id"], top=100)]
+    assert sizes[:-1] == [100] * (len(sizes) - 1) and 0 < sizes[-1] <= 100
+    big = [len(page) for page in pages(graph, emu, query["id"], top=5000)]
+    assert big[0] == 1000  # clamped to GraphSettings.max_page_size
+    assert sum(big) == sum(sizes)
+
+
+FILTERS = [
+    ({"recordTypeFilters": ["sharePointFileOperation"]}, {"record_types": ["sharePointFileOperation"]}),
+    ({"operationFilters": ["UserLoginFailed", "Send"]}, {"operations": ["UserLoginFailed", "Send"]}),
+    ({"serviceFilter": "OneDrive"}, {"services": ["OneDrive"]}),
+    ({"serviceFilters": ["MicrosoftTeams"]}, {"services": ["MicrosoftTeams"]}),
+    ({"keywordFilter": "Budget.xlsx"}, {"keyword": "Budget.xlsx"}),
+]
+
+
+@pytest.mark.parametrize(("body", "truth_filters"), FILTERS)
+def test_filters_select_the_same_records_as_the_ground_truth(
+    graph: requests.Session, emu: Emulator, body: dict[str, Any], truth_filters: dict[str, Any]
+) -> None:
+    start, end = T0, T0 + timedelta(hours=6)
+    truth = emu.ground_truth_ids(TENANT, start, end, **truth_filters)
+    everything = emu.ground_truth_ids(TENANT, start, end)
+    assert 0 < len(truth) < len(everything)
+    records = collect(graph, emu, start, end, **body)
+    assert [r["id"] for r in records if r["createdDateTime"] < _z(end)] == truth
+
+
+def test_user_ip_object_and_admin_unit_filters(graph: requests.Session, emu: Emulator) -> None:
+    start, end = T0, T0 + timedelta(hours=6)
+    sample = list(emu.ground_truth_records(TENANT, start, end))
+    file_record = next(r for r in sample if r["service"] == "SharePoint")
+    unit_record = next(r for r in sample if r["administrativeUnits"])
+    cases = [
+        (
+            {"userPrincipalNameFilters": [sample[0]["userPrincipalName"]]},
+            lambda r: r["userPrincipalName"] == sample[0]["userPrincipalName"],
+        ),
+        ({"ipAddressFilters": [sample[1]["clientIp"]]}, lambda r: r["clientIp"] == sample[1]["clientIp"]),
+        ({"objectIdFilters": [file_record["objectId"]]}, lambda r: r["objectId"] == file_record["objectId"]),
+        (
+            {"administrativeUnitIdFilters": unit_record["administrativeUnits"]},
+            lambda r: unit_record["administrativeUnits"][0] in r["administrativeUnits"],
+        ),
+    ]
+    for body, predicate in cases:
+        expected = [r["id"] for r in sample if predicate(r)]
+        got = [r["id"] for r in collect(graph, emu, start, end, **body) if r["createdDateTime"] < _z(end)]
+        assert got == expected and expected, body
+
+
+def test_record_count_limit_sets_the_flag_and_caps_the_records() -> None:
+    with run_emulator(make_config(graph__record_count_limit=500)) as emu:
+        emu.register_app(AppRegistration(TENANT, "app", client_secret=SECRET))
+        graph = session_for(emu, GRAPH_SCOPE, "app")
+        start, end = T0, T0 + timedelta(hours=8)
+        query = create(graph, emu, start, end)
+        final = wait_succeeded(graph, emu, query["id"])
+        assert final["isRecordCountLimitExceeded"] is True
+        assert final["recordCountLimit"] == 500
+        records = [r["id"] for page in pages(graph, emu, query["id"]) for r in page]
+        assert final["approximateReturnedRecordCount"] == len(records) == 500
+        assert records == emu.ground_truth_ids(TENANT, start, end)[:500]
+        small = create(graph, emu, start, start + timedelta(hours=2))
+        assert wait_succeeded(graph, emu, small["id"])["isRecordCountLimitExceeded"] is False
+
+
+def test_delete_frees_the_query_and_later_calls_are_404(graph: requests.Session, emu: Emulator) -> None:
+    query = create(graph, emu, T0, T0 + timedelta(hours=1))
+    assert graph.delete(f"{queries_url(emu)}/{query['id']}").status_code == 204
+    assert graph.get(f"{queries_url(emu)}/{query['id']}").status_code == 404
+    assert graph.delete(f"{queries_url(emu)}/{query['id']}").status_code == 404
+    assert emu.stats.queries_created[TENANT] == emu.stats.queries_deleted[TENANT] == 1
+    assert emu.graph.active_count(TENANT) == 0
+
+
+def test_missing_permission_is_403_naming_it(emu: Emulator) -> None:
+    emu.register_app(AppRegistration(TENANT, "no-perm", client_secret=SECRET, graph_permissions=()))
+    graph = session_for(emu, GRAPH_SCOPE, "no-perm")
+    response = graph.post(queries_url(emu), json={"filterStartDateTime": "2024-05-01T00:00:00Z"})
+    assert response.status_code == 403
+    error = response.json()["error"]
+    assert error["code"] == "Authorization_RequestDenied"
+    assert "Insufficient privileges" in error["message"] and "AuditLogsQuery.Read.All" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"filterStartDateTime": "2024-05-02T00:00:00Z", "filterEndDateTime": "2024-05-01T00:00:00Z"},
+        {"filterStartDateTime": "yesterday"},
+        {"operationFilters": "FileAccessed"},
+    ],
+)
+def test_bad_bodies_are_400(graph: requests.Session, emu: Emulator, body: dict[str, Any]) -> None:
+    response = graph.post(queries_url(emu), json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("Invalid request data")
+    assert emu.stats.queries_created[TENANT] == 0
+
+
+def test_concurrent_query_limit_is_429_and_peak_is_recorded() -> None:
+    config = make_config(graph__max_concurrent_queries=3, graph__completion_delay_seconds=0.4)
+    with run_emulator(config) as emu:
+        emu.register_app(AppRegistration(TENANT, "app", client_secret=SECRET))
+        graph = session_for(emu, GRAPH_SCOPE, "app")
+        body = {"filterStartDateTime": "2024-05-01T00:00:00Z", "filterEndDateTime": "2024-05-01T01:00:00Z"}
+        responses = [graph.post(queries_url(emu), json=body) for _ in range(5)]
+        assert [r.status_code for r in responses] == [201, 201, 201, 429, 429]
+        assert responses[3].headers["Retry-After"] == "1"
+        assert responses[3].json()["error"]["code"] == "TooManyRequests"
+        assert emu.stats.peak_concurrency[(TENANT, "graph")] == 3
+        assert emu.stats.concurrency_429[(TENANT, "graph")] == 2
+        first = responses[0].json()["id"]
+        graph.delete(f"{queries_url(emu)}/{first}")  # deleting frees a slot at once
+        assert graph.post(queries_url(emu), json=body).status_code == 201
+        wait_for(lambda: emu.graph.active_count(TENANT) == 0)  # finished queries free their slots too
+        assert all(graph.post(queries_url(emu), json=body).status_code == 201 for _ in range(3))
+        assert emu.stats.peak_concurrency[(TENANT, "graph")] == 3
+
+
+@pytest.mark.parametrize(
+    ("knob", "expected"), [("fail_query", "failed"), ("cancel_query", "cancelled"), ("queued_status", "succeeded")]
+)
+def test_status_knobs(graph: requests.Session, emu: Emulator, knob: str, expected: str) -> None:
+    setattr(emu.faults, knob, True)
+    emu.config.graph.completion_delay_seconds = 0.3
+    query = create(graph, emu, T0, T0 + timedelta(hours=1))
+    assert query["status"] == ("queued" if knob == "queued_status" else "notStarted")
+    assert wait_succeeded(graph, emu, query["id"])["status"] == expected
+    records = graph.get(f"{queries_url(emu)}/{query['id']}/records")
+    assert records.status_code == (200 if expected == "succeeded" else 400)
+
+
+def test_stuck_query_stays_running_and_keeps_its_slot(graph: requests.Session, emu: Emulator) -> None:
+    emu.faults.stuck_query = True
+    query = create(graph, emu, T0, T0 + timedelta(hours=1))
+    emu.faults.stuck_query = False
+    normal = create(graph, emu, T0, T0 + timedelta(hours=1))
+    wait_succeeded(graph, emu, normal["id"])
+    assert graph.get(f"{queries_url(emu)}/{query['id']}").json()["status"] == "running"
+    assert emu.graph.active_count(TENANT) == 1
+
+
+def test_v1_and_beta_both_served_and_unknown_version_rejected(graph: requests.Session, emu: Emulator) -> None:
+    assert graph.get(queries_url(emu, "v1.0")).status_code == 200
+    assert graph.get(queries_url(emu, "v2.0")).status_code == 400
