@@ -1,0 +1,143 @@
+"""A tiny backend for replay-level tests of the collector orchestrator through ``durable_local.replay``.
+
+It plays the queues and workers: runs episodes with ``run_episode`` (SHIM mode = the extension's sequential-await
+shim), executes activity work items with the real activity bodies over fakes, and fires timers on a fake clock.
+Activities finish in a seeded random order; timers that are due fire before any further activity finishes
+(an already-due timer is delivered at once, while activities take time).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import random
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durable_local.history import event_type, execution_started, task_completed, task_failed
+from durable_local.model import EventType, FunctionRegistry, ScheduledMessage, SchedulingMode, TaskMessage
+from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
+
+NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
+Activity = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@functools.cache  # the SDK refuses to index an app's functions twice
+def orchestrator_handle() -> Callable[[str], str]:
+    """The registered orchestrator handle of the real function app."""
+    import function_app
+
+    for function in function_app.app.get_functions():
+        if function.get_trigger().type == "orchestrationTrigger":
+            return function.get_user_function()  # type: ignore[no-any-return]
+    raise AssertionError("no orchestrator registered")
+
+
+def _json_activity(fn: Activity) -> Callable[[str | None], str | None]:
+    def run(text: str | None) -> str | None:
+        return json.dumps(fn(json.loads(text) if text else {}))
+
+    return run
+
+
+class ReplayDriver:
+    def __init__(
+        self,
+        orchestrator: Callable[[str], str],
+        activities: dict[str, Activity],
+        *,
+        seed: int = 0,
+        mode: SchedulingMode = SchedulingMode.SHIM,
+    ) -> None:
+        self.registry = FunctionRegistry(
+            orchestrators={"collect_orchestrator": orchestrator},
+            activities={name: _json_activity(fn) for name, fn in activities.items()},
+        )
+        self.mode = mode
+        self.rng = random.Random(seed)
+        self.now = NOW
+        self.history: list[dict[str, Any]] = []
+        self.inbox: list[TaskMessage] = []
+        self.work: list[TaskMessage] = []
+        self.timers: list[ScheduledMessage] = []
+        self.result: EpisodeResult | None = None
+        self.episodes = 0
+        self.executions = 1
+        self.max_history = 0
+        self.activities_in_flight: list[int] = []
+        """Activities scheduled and not finished, sampled at each activity completion the backend delivers."""
+        self.custom_statuses: list[dict[str, Any]] = []
+
+    def start(self, payload: dict[str, Any]) -> None:
+        event = execution_started(
+            timestamp=self.now,
+            name="collect_orchestrator",
+            instance_id="c1",
+            execution_id="e1",
+            input=json.dumps(payload),
+        )
+        self.inbox.append(TaskMessage("c1", "e1", event))
+
+    def _episode(self) -> None:
+        messages, self.inbox = self.inbox, []
+        self.result = run_episode(
+            EpisodeInput(
+                instance_id="c1",
+                past_events=self.history,
+                new_messages=messages,
+                now=self.now,
+                registry=self.registry,
+                mode=self.mode,
+            )
+        )
+        self.episodes += 1
+        self.executions += int(self.result.continued_as_new)
+        self.history = self.result.history
+        self.max_history = max(self.max_history, len(self.history))
+        self.work.extend(self.result.activity_messages)
+        self.timers.extend(self.result.timer_messages)
+        if self.result.custom_status:
+            self.custom_statuses.append(json.loads(self.result.custom_status))
+
+    def _run_activity(self) -> None:
+        message = self.work.pop(self.rng.randrange(len(self.work)))
+        if message.execution_id is not None and self.result and message.execution_id != self.result.execution_id:
+            pass  # a stale execution's work still runs (at-least-once); its completion is discarded by replay
+        self.activities_in_flight.append(len(self.work) + 1)
+        scheduled = message.event
+        fn = self.registry.activity(scheduled["Name"])
+        assert fn is not None
+        try:
+            event = task_completed(
+                timestamp=self.now, task_scheduled_id=scheduled["EventId"], result=fn(scheduled["Input"])
+            )
+        except Exception as exc:  # an activity bug surfaces as TaskFailed, as on Azure
+            event = task_failed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], reason=str(exc), details="")
+        self.inbox.append(TaskMessage(message.instance_id, message.execution_id, event))
+
+    def run(self, max_steps: int = 100_000) -> EpisodeResult:
+        for _ in range(max_steps):
+            if self.inbox:
+                self._episode()
+                continue
+            due = [t for t in self.timers if t.visible_at is None or t.visible_at <= self.now]
+            if due:
+                for timer in due:
+                    self.timers.remove(timer)
+                    self.inbox.append(timer.message)
+                continue
+            if self.work:
+                self._run_activity()
+                self.now += timedelta(milliseconds=10)
+                continue
+            if self.timers:
+                self.now = min(t.visible_at or self.now for t in self.timers)
+                continue
+            break
+        assert self.result is not None
+        return self.result
+
+    @staticmethod
+    def completions(history: list[dict[str, Any]]) -> int:
+        return sum(1 for e in history if event_type(e) == EventType.TASK_COMPLETED)

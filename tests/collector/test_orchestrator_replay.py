@@ -1,0 +1,175 @@
+"""The real orchestrator, replayed by ``durable_local.replay`` in SHIM mode, with the real activity bodies on fakes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator
+from datetime import timedelta
+from typing import Any
+
+import azure.durable_functions as df
+import pytest
+
+from activities import bodies
+from durable_local.model import RuntimeStatus, SchedulingMode
+from shared import names
+from shared.errors import AuthenticationError, TransientApiError
+from shared.models import ActivityResult
+from shared.planning import ChunkPlan
+from shared.sinks.memory import MemorySink
+from shared.window import CollectionSpec, CollectionWindow
+from shared.window_state import CallActivity, Carried, RunOptions
+from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
+from tests.collector.replay_driver import NOW, ReplayDriver, orchestrator_handle
+
+START = NOW - timedelta(days=1)
+TENANT = "contoso.onmicrosoft.com"
+
+
+def payload(source: str, hours: int, k: int, m: int = 1000, **options: Any) -> dict[str, Any]:
+    spec = CollectionSpec(
+        collection_id="c1",
+        tenant_id=TENANT,
+        source=source,
+        filters={},
+        options=RunOptions(max_concurrency=k, chunks_per_execution=m, **options),
+        plan=ChunkPlan(START, START + timedelta(hours=hours), timedelta(hours=1)),
+    )
+    return {"spec": spec.to_json(), "state": None, "request": {"tenantId": TENANT}, "startedAt": "x"}
+
+
+def exchange_activities(api: FakeSearchApi, sink: MemorySink) -> dict[str, Any]:
+    return {
+        names.ACTIVITY_EXCHANGE_COLLECT: lambda p: bodies.exchange_collect(api, sink, p),
+        names.ACTIVITY_FINALIZE: lambda p: bodies.finalize(sink, p),
+    }
+
+
+def graph_activities(api: FakeQueryApi, sink: MemorySink) -> dict[str, Any]:
+    return {
+        names.ACTIVITY_GRAPH_SUBMIT: lambda p: bodies.graph_submit(api, p),
+        names.ACTIVITY_GRAPH_STATUS: lambda p: bodies.graph_status(api, p),
+        names.ACTIVITY_GRAPH_EXPORT: lambda p: bodies.graph_export(api, sink, p),
+        names.ACTIVITY_GRAPH_DELETE: lambda p: bodies.graph_delete(api, p),
+        names.ACTIVITY_FINALIZE: lambda p: bodies.finalize(sink, p),
+    }
+
+
+def collected_ids(sink: MemorySink) -> list[str]:
+    ids: list[str] = []
+    for name, data in sink.objects.items():
+        if name.endswith(".jsonl") and ".quarantine" not in name:
+            ids += [json.loads(line)["id"] for line in data.splitlines()]
+    return ids
+
+
+def naive_collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
+    """The same window without the already-due timer: what the seed's orchestrator does."""
+    data = context.get_input()
+    window = CollectionWindow(CollectionSpec.from_json(data["spec"]), Carried.from_json(data.get("state")))
+    waiting: list[tuple[Any, int]] = []
+    steps = window.fill()
+    while True:
+        for step in steps:
+            assert isinstance(step, CallActivity)
+            waiting.append((context.call_activity(step.name, step.input), step.lane))
+        if not window.lanes:
+            return window.output(None)
+        winner = yield context.task_any([t for t, _ in waiting])
+        index = next(i for i, (t, _) in enumerate(waiting) if t is winner)
+        _, lane = waiting.pop(index)
+        steps = window.on_result(lane, ActivityResult.from_json(winner.result)) + window.fill()
+
+
+def head_mean(samples: list[int], n: int, k: int) -> float:
+    head = samples[: n - k]  # before the tail, when fewer than K chunks are left
+    return sum(head) / len(head)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_window_holds_k_under_the_shim_where_a_naive_window_collapses(seed: int) -> None:
+    n, k = 24, 4
+    records = synthetic(START, n, 6)
+    sink = MemorySink()
+    driver = ReplayDriver(orchestrator_handle(), exchange_activities(FakeSearchApi(records), sink), seed=seed)
+    driver.start(payload("exchange", n, k))
+    result = driver.run()
+    assert result.status is RuntimeStatus.COMPLETED
+    held = driver.activities_in_flight[: n - k]
+    assert max(driver.activities_in_flight) <= k
+    assert head_mean(driver.activities_in_flight, n, k) >= 0.9 * k, held
+
+    naive = ReplayDriver(
+        df.Orchestrator.create(naive_collect),
+        exchange_activities(FakeSearchApi(records), MemorySink()),
+        seed=seed,
+    )
+    naive.start(payload("exchange", n, k))
+    assert naive.run().status is RuntimeStatus.COMPLETED
+    assert head_mean(naive.activities_in_flight, n, k) < 0.6 * k  # the hazard is real in SHIM mode
+    print(f"seed {seed}: nudge {held} vs naive {naive.activities_in_flight[: n - k]}")
+
+
+def test_naive_window_is_fine_in_ideal_mode_so_the_difference_is_the_shim() -> None:
+    n, k = 16, 4
+    naive = ReplayDriver(
+        df.Orchestrator.create(naive_collect),
+        exchange_activities(FakeSearchApi(synthetic(START, n, 2)), MemorySink()),
+        seed=5,
+        mode=SchedulingMode.IDEAL,
+    )
+    naive.start(payload("exchange", n, k))
+    naive.run()
+    assert head_mean(naive.activities_in_flight, n, k) >= 0.9 * k
+
+
+def test_graph_collection_output_is_exact_with_splits_retries_and_continue_as_new() -> None:
+    n = 10
+    records = synthetic(START, n, 30)
+    api = FakeQueryApi(
+        records, limit=20, errors={"pages": [TransientApiError("503")], "create": [TransientApiError("429")]}
+    )
+    sink = MemorySink()
+    driver = ReplayDriver(orchestrator_handle(), graph_activities(api, sink), seed=7)
+    driver.start(payload("graph", n, 3, m=4, poll_interval_seconds=5, retry_base_seconds=1, min_split_seconds=600))
+    result = driver.run()
+    assert result.status is RuntimeStatus.COMPLETED
+    output = json.loads(result.output or "null")
+    assert output["status"] == "Completed", output
+    ids = collected_ids(sink)
+    assert sorted(ids) == sorted(r["id"] for r in records)  # every record once, nothing outside the range
+    assert output["records"] == len(records) and output["splits"] == n  # 30/h over a 20 cap: each hour halved once
+    assert driver.executions >= 4  # continue-as-new every M=4 chunks
+    # one query per hour (over the cap) and per half; the failed submit created none; the export retry reused its query
+    assert api.created == 3 * n
+    assert sorted(api.deleted) == sorted(api.queries)  # every query deleted, once
+    manifest = json.loads(sink.objects[output["manifest"].removeprefix("memory://")])
+    assert manifest["gaps"] == [] and manifest["totals"]["records"] == len(records)
+    statuses = driver.custom_statuses
+    assert all(s and "percent" in s for s in statuses)
+    assert max(s["inFlight"] for s in statuses) == 3
+
+
+def test_history_per_execution_stays_bounded() -> None:
+    def max_history(hours: int) -> int:
+        driver = ReplayDriver(
+            orchestrator_handle(), exchange_activities(FakeSearchApi(synthetic(START, hours, 1)), MemorySink()), seed=3
+        )
+        driver.start(payload("exchange", hours, 3, m=6))
+        assert driver.run().status is RuntimeStatus.COMPLETED
+        return driver.max_history
+
+    assert max_history(48) <= max_history(12) + 10
+
+
+def test_dooming_error_ends_the_collection_failed_with_the_reason() -> None:
+    api = FakeQueryApi(
+        synthetic(START, 6, 2), errors={"create": [AuthenticationError("bad secret (AUDIT_CLIENT_SECRET)")]}
+    )
+    driver = ReplayDriver(orchestrator_handle(), graph_activities(api, MemorySink()), seed=2)
+    driver.start(payload("graph", 6, 2, poll_interval_seconds=5))
+    result = driver.run()
+    output = json.loads(result.output or "null")
+    assert output["status"] == "Failed" and output["reason"]["kind"] == "authentication"
+    assert output["completed"] + output["failed"] < 6  # it stopped scheduling
+    assert output["completed"] == 1  # the other lane in flight finished
