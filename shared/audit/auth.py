@@ -21,7 +21,7 @@ import msal
 import requests
 
 from shared.audit.config import AuditApiConfig
-from shared.audit.session import PinnedSession
+from shared.audit.session import PinnedSession, tls_config_error
 from shared.errors import AuthenticationError, ConfigError, TransientApiError
 
 logger = logging.getLogger(__name__)
@@ -137,6 +137,8 @@ class MsalTokenProvider:
         except ValueError as exc:
             # Tenant discovery failed (unknown tenant) or the authority URL is malformed.
             raise _auth_error_from_text(str(exc), default_setting="tenant_id") from None
+        except requests.exceptions.SSLError:
+            raise tls_config_error(config.authority_host) from None
         except (requests.ConnectionError, requests.Timeout, requests.HTTPError) as exc:
             raise TransientApiError(
                 f"cannot reach the authority {config.authority_host}: {type(exc).__name__}"
@@ -152,6 +154,8 @@ class MsalTokenProvider:
         app = self._get_app()
         try:
             result = app.acquire_token_for_client(scopes=[scope])
+        except requests.exceptions.SSLError:
+            raise tls_config_error(self._config.authority_host) from None
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise TransientApiError(f"cannot reach the token endpoint: {type(exc).__name__}") from None
         token = result.get("access_token") if isinstance(result, dict) else None

@@ -25,13 +25,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 import tenacity
 
 from shared.audit.auth import TokenProvider
 from shared.audit.config import AuditApiConfig
-from shared.audit.session import PinnedSession
+from shared.audit.session import PinnedSession, tls_config_error
 from shared.errors import (
     AuthenticationError,
     MissingPermissionError,
@@ -196,6 +197,8 @@ class AuditHttpClient:
                 headers=headers,
                 timeout=self._config.http_timeout_seconds,
             )
+        except requests.exceptions.SSLError:
+            raise tls_config_error(urlsplit(call.url).netloc) from None
         except (requests.ConnectionError, requests.Timeout) as exc:
             raise _RetryableError(f"{type(exc).__name__} calling {self._api.name}") from None
 

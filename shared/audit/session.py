@@ -10,6 +10,13 @@ from typing import Any
 
 import requests
 
+from shared.errors import ConfigError
+
+
+def tls_config_error(host: str) -> ConfigError:
+    """A certificate verification failure is a setup problem, not a transient one: name the setting to fix."""
+    return ConfigError("ca_bundle", f"TLS certificate of {host} is not trusted; set ca_bundle to its CA bundle")
+
 
 class PinnedSession(requests.Session):
     """Session whose ``verify`` and ``timeout`` defaults win over the environment."""

@@ -102,3 +102,12 @@ def test_certificate_credential_signs_in(emu: Emu, tmp_path: Path) -> None:
     query_id = client.create_query(WIN, AuditFilters(), display_name="cert")
     assert wait_for_query(client, query_id).state is QueryState.SUCCEEDED
     client.delete_query(query_id)
+
+
+def test_untrusted_tls_is_a_config_error_naming_ca_bundle(emu: Emu) -> None:
+    from shared.errors import ConfigError
+
+    client = GraphAuditClient(emu.config(ca_bundle=None), retry_wait_scale=FAST)
+    with pytest.raises(ConfigError) as info:
+        client.create_query(WIN, AuditFilters(), display_name="tls")
+    assert info.value.setting == "ca_bundle"
