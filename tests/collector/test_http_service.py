@@ -1,0 +1,132 @@
+"""The collections API logic over a fake Durable client (the triggers only wrap these functions)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+from http_api import service
+from shared import names
+from shared.settings import Settings
+
+NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
+BODY = {
+    "tenantId": "contoso.onmicrosoft.com",
+    "startDate": "2024-11-17T10:00:00Z",
+    "endDate": "2024-11-18T10:00:00Z",
+    "intervalMinutes": 240,
+    "maxConcurrency": 2,
+}
+
+
+@dataclass
+class FakeClient:
+    instances: dict[str, SimpleNamespace] = field(default_factory=dict)
+    started: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str:
+        assert instance_id is not None
+        self.started.append((orchestration_function_name, instance_id, json.loads(json.dumps(client_input))))
+        self.instances[instance_id] = SimpleNamespace(
+            runtime_status=SimpleNamespace(value="Pending"), input_=client_input, output=None, custom_status=None
+        )
+        return instance_id
+
+    async def get_status(self, instance_id: str, show_history: bool = False, show_history_output: bool = False,
+                         show_input: bool = False) -> Any:  # fmt: skip
+        return self.instances.get(instance_id, SimpleNamespace(runtime_status=None))
+
+
+def call(coro: Any) -> service.ApiResponse:
+    return asyncio.run(coro)  # type: ignore[no-any-return]
+
+
+def start(client: FakeClient, body: Any) -> service.ApiResponse:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return call(service.start_collection(client, raw, Settings(), NOW, lambda: "generated0001"))
+
+
+def test_start_plans_and_starts_the_orchestrator() -> None:
+    client = FakeClient()
+    response = start(client, BODY)
+    assert response.status == 202 and response.instance_id == "generated0001"
+    assert response.body["chunks"] == 6
+    ((name, instance_id, payload),) = client.started
+    assert (name, instance_id) == (names.ORCHESTRATOR_COLLECT, "generated0001")
+    assert payload["spec"]["options"]["max_concurrency"] == 2
+    assert payload["spec"]["plan"]["intervalSeconds"] == 240 * 60
+    assert payload["state"] is None
+
+
+def test_invalid_body_starts_nothing() -> None:
+    client = FakeClient()
+    response = start(client, {**BODY, "maxConcurrency": 99})
+    assert response.status == 400 and response.body["error"]["field"] == "maxConcurrency"
+    assert start(client, b"{not json").body["error"]["rule"] == "json"
+    assert client.started == []
+
+
+def test_same_collection_id_starts_only_once() -> None:
+    client = FakeClient()
+    first = start(client, {**BODY, "collectionId": "case-1"})
+    second = start(client, {**BODY, "collectionId": "case-1"})
+    assert (first.status, second.status) == (202, 200)
+    assert second.body["existing"] is True and len(client.started) == 1
+
+
+def test_summary_shows_progress_then_results() -> None:
+    client = FakeClient()
+    assert call(service.collection_summary(client, "nope")).status == 404
+    start(client, {**BODY, "collectionId": "case-2"})
+    client.instances["case-2"].runtime_status = SimpleNamespace(value="Running")
+    client.instances["case-2"].custom_status = {"total": 6, "completed": 2, "percent": 33.3, "windowsInFlight": ["a/b"]}
+    running = call(service.collection_summary(client, "case-2")).body
+    assert running["status"] == "Running" and running["progress"]["completed"] == 2
+    assert running["windowsInFlight"] == ["a/b"]
+    client.instances["case-2"].runtime_status = SimpleNamespace(value="Completed")
+    client.instances["case-2"].output = json.dumps(
+        {
+            "status": "CompletedWithFailures",
+            "total": 6,
+            "completed": 5,
+            "failed": 1,
+            "records": 42,
+            "manifest": "memory://m",
+            "failures": [
+                {"chunk": {"start": "s", "end": "e"}, "kind": "transient", "message": "503 x4", "attempts": 4}
+            ],
+        }
+    )
+    done = call(service.collection_summary(client, "case-2")).body
+    assert done["status"] == "CompletedWithFailures" and done["records"] == 42
+    assert done["failures"] == [{"window": "s/e", "kind": "transient", "reason": "503 x4"}]
+    assert done["manifest"] == "memory://m"
+
+
+def test_retry_failed_starts_a_linked_collection_of_only_the_failed_chunks() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "case-3"})
+    retry = service.retry_failed
+    assert call(retry(client, "missing", Settings(), NOW, lambda: "r")).status == 404
+    client.instances["case-3"].runtime_status = SimpleNamespace(value="Running")
+    assert call(retry(client, "case-3", Settings(), NOW, lambda: "r")).status == 409
+    client.instances["case-3"].runtime_status = SimpleNamespace(value="Completed")
+    client.instances["case-3"].output = {"status": "Completed", "failures": [], "remaining": {"cursor": 6}}
+    assert call(retry(client, "case-3", Settings(), NOW, lambda: "r")).status == 400
+    failed = {"chunk": {"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z"}, "kind": "t", "message": "m",
+              "attempts": 4}  # fmt: skip
+    client.instances["case-3"].output = {
+        "status": "CompletedWithFailures",
+        "failures": [failed],
+        "remaining": {"cursor": 6},
+    }
+    response = call(retry(client, "case-3", Settings(), NOW, lambda: "abc123"))
+    assert response.status == 202 and response.body["parentCollectionId"] == "case-3"
+    _, retry_id, payload = client.started[-1]
+    assert retry_id == "case-3-retry-abc123"
+    assert payload["spec"]["explicit"] == [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
+    assert payload["spec"]["parentCollectionId"] == "case-3" and payload["spec"]["plan"] is None
