@@ -156,12 +156,13 @@ class Driver:
         self.now += delta
         self.fire_due_timers()
 
-    def fire_due_timers(self) -> None:
+    def fire_due_timers(self) -> int:
         due = [t for t in self.timers if t.visible_at is None or t.visible_at <= self.now]
         for timer in due:
             self.timers.remove(timer)
             message = timer.message
             self._instance(message.instance_id).inbox.append(message)
+        return len(due)
 
     def run(
         self,
@@ -173,12 +174,14 @@ class Driver:
     ) -> EpisodeResult:
         """Run until the instance is terminal or nothing more can happen: one activity per step (chosen by
         ``pick``, oldest first by default; ``batch`` activities per step), episodes for every instance with
-        mail, then timers."""
+        mail, and due timers before anything else; the clock only moves when nothing else can happen."""
         for _ in range(max_steps):
             pending = [i for i in self.instances.values() if i.inbox]
             if pending:
                 for instance in pending:
                     self.episode(instance.instance_id)
+                continue
+            if self.fire_due_timers():
                 continue
             if self.work_items:
                 for _ in range(min(batch, len(self.work_items))):

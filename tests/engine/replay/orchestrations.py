@@ -186,3 +186,54 @@ def timeout_race(context: df.DurableOrchestrationContext) -> Gen:
         return state
     context.continue_as_new({"gen": state["gen"] + 1})
     return None
+
+
+WINDOW_K = 3
+WINDOW_N = 12
+
+
+def naive_window(context: df.DurableOrchestrationContext) -> Gen:
+    """Keep K activities running with ``task_any``, refilling the window after each completion."""
+    pending: list[Any] = []
+    next_item = 0
+    results = []
+    while next_item < WINDOW_N or pending:
+        while len(pending) < WINDOW_K and next_item < WINDOW_N:
+            pending.append(context.call_activity("echo", next_item))
+            next_item += 1
+        winner = yield context.task_any(pending)
+        pending.remove(winner)
+        results.append(winner.result)
+    return sorted(results)
+
+
+def timer_window(context: df.DurableOrchestrationContext) -> Gen:
+    """Same window, plus the already-due timer whenever a yield adds tasks (a winning timer is a no-op)."""
+    pending: list[Any] = []
+    next_item = 0
+    results = []
+    while next_item < WINDOW_N or pending:
+        added = False
+        while len(pending) < WINDOW_K and next_item < WINDOW_N:
+            pending.append(context.call_activity("echo", next_item))
+            next_item += 1
+            added = True
+        candidates = list(pending)
+        if added:
+            candidates.append(context.create_timer(context.current_utc_datetime))
+        winner = yield context.task_any(candidates)
+        if winner in pending:
+            pending.remove(winner)
+            results.append(winner.result)
+    return sorted(results)
+
+
+def status_then_continue(context: df.DurableOrchestrationContext) -> Gen:
+    generation = context.get_input() or 0
+    if generation == 0:
+        context.set_custom_status({"set_in": 0})
+    yield context.call_activity("echo", generation)
+    if generation < 2:
+        context.continue_as_new(generation + 1)
+        return None
+    return generation
