@@ -113,6 +113,16 @@ class Activities:
         self.flaky_failures = 2
         self.gate = threading.Event()
         self.gate.set()
+        self.orchestrator_gate = threading.Event()
+        self.orchestrator_gate.set()
+        self.orchestrator_entered = threading.Event()
+
+    def gated(self, ctx: df.DurableOrchestrationContext) -> Any:
+        """Blocks inside the SDK call until ``orchestrator_gate`` opens (a slow episode, for drain tests)."""
+        self.orchestrator_entered.set()
+        self.orchestrator_gate.wait(30)
+        value = yield ctx.call_activity("echo", "g")
+        return value
 
     def echo(self, data: str | None) -> str | None:
         value = json.loads(data) if data else None
@@ -158,6 +168,7 @@ class Activities:
                 "catches": catches,
                 "window": window,
                 "changes_its_mind": changes_its_mind,
+                "gated": self.gated,
             }.items()
         }
         activities = {
