@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from datetime import timedelta
 from types import FrameType
 
 from durable_local.host import AppLoadError, HostConfigError, LocalHost
@@ -37,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="ceiling of the queue polling back-off in seconds (default: host.json or 30)",
     )
+    serve.add_argument(
+        "--visibility-timeout",
+        type=float,
+        default=None,
+        help="seconds a dequeued message stays hidden (default 300, as in Azure); bounds recovery after a crash",
+    )
     serve.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let running work finish")
     return parser
 
@@ -52,16 +59,19 @@ def configure_logging(*, verbose: bool, replay_logs: bool) -> None:
     # Engine internals are quiet unless asked; the host's own lines (one per invocation) always show.
     logging.getLogger("durable_local").setLevel(logging.DEBUG if verbose else logging.WARNING)
     logging.getLogger("durable_local.host").setLevel(logging.INFO)
+    logging.getLogger("durable_local.cli").setLevel(logging.INFO)
     logging.getLogger("azure").setLevel(logging.WARNING)
 
 
 def serve(args: argparse.Namespace) -> int:
     configure_logging(verbose=args.verbose, replay_logs=args.replay_logs)
-    overrides = {}
+    overrides: dict[str, timedelta] = {}
     if args.max_polling_interval is not None:
-        from datetime import timedelta
-
         overrides["max_queue_polling_interval"] = timedelta(seconds=args.max_polling_interval)
+    if args.visibility_timeout is not None:
+        hidden = timedelta(seconds=args.visibility_timeout)
+        overrides["control_queue_visibility_timeout"] = hidden
+        overrides["work_item_visibility_timeout"] = hidden
     host = LocalHost(
         args.app_dir,
         host=args.host,

@@ -28,6 +28,17 @@ logger = logging.getLogger(__name__)
 EngineFactory = Callable[[FunctionRegistry, AppSettings], DurableEngine]
 
 
+async def _close_sdk_session() -> None:
+    """The SDK client keeps one aiohttp session per process on this loop; close it before the loop ends."""
+    try:
+        from azure.durable_functions.models.utils import http_utils
+    except ImportError:  # pragma: no cover - the SDK is a dependency of every app this host serves
+        return
+    closer = getattr(http_utils, "_close_session", None)
+    if closer is not None:
+        await closer()
+
+
 class LocalHost:
     """Serve one v2-model function app on the local durable engine.
 
@@ -128,6 +139,7 @@ class LocalHost:
             self._engine.stop(drain_timeout=self._drain_timeout if drain_timeout is None else drain_timeout)
         if self._web_runner is not None:
             asyncio.run_coroutine_threadsafe(self._web_runner.cleanup(), loop).result(timeout=30)
+        asyncio.run_coroutine_threadsafe(_close_sdk_session(), loop).result(timeout=30)
         loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=30)
