@@ -6,6 +6,7 @@ pure state machine, rebuilt on every replay from the input and the completions r
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Generator
 from datetime import timedelta
@@ -31,7 +32,7 @@ def _ranges(spec: CollectionSpec) -> list[JsonDict]:
 
 def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
     """Keep at most K chunk lanes busy; continue-as-new at drained points; finalize the manifest at the end."""
-    payload: JsonDict = context.get_input()
+    payload = _input_of(context)
     spec = CollectionSpec.from_json(payload["spec"])
     window = CollectionWindow(spec, Carried.from_json(payload.get("state")))
     # task -> (lane id, is_timer); rebuilt identically on every replay because the steps are deterministic.
@@ -103,6 +104,20 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             output["status"] = "CompletedWithFailures"
     output["request"] = payload.get("request")
     return output
+
+
+def _input_of(context: df.DurableOrchestrationContext) -> JsonDict:
+    """The orchestration input as a dict.
+
+    ``client.start_new`` JSON-encodes the input and then posts it as JSON again, and the extension keeps the posted
+    JSON string as the input, so ``get_input()`` can hand back a JSON string rather than the dict: decode it once more.
+    """
+    value = context.get_input()
+    if isinstance(value, str):
+        value = json.loads(value)
+    if not isinstance(value, dict):
+        raise TypeError(f"collect_orchestrator expects an object input, got {type(value).__name__}")
+    return value
 
 
 def _result_of(task: Any) -> ActivityResult:
