@@ -96,7 +96,7 @@ class Emulator:
 
     @faults.setter
     def faults(self, value: FaultConfig) -> None:
-        self._injector.config = value
+        self._injector.reset(value)
 
     def add_tenant(self, spec: TenantSpec) -> None:
         self._tenants[spec.tenant_id] = spec

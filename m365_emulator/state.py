@@ -71,6 +71,11 @@ class FaultInjector:
         self._seed = config.seed
         self._rng = random.Random(config.seed)
 
+    def reset(self, config: FaultConfig) -> None:
+        """Swap in a new configuration and restart its random sequence (same seed, same faults)."""
+        with self._lock:
+            self.config, self._seed, self._rng = config, config.seed, random.Random(config.seed)
+
     def draw(self, api: str) -> InjectedFault | None:
         cfg = self.config
         if api not in cfg.apis:
