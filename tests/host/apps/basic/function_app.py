@@ -234,3 +234,46 @@ def write_blob(spec: dict) -> str:
     name = f"item-{spec['index']:03d}.txt"
     service.get_blob_client(spec["container"], name).upload_blob(f"payload {spec['index']}", overwrite=True)
     return name
+
+
+# -- SDK client operations, driven by tests/host/test_e2e_sdk_client.py ---------------------------------
+
+
+@app.route(route="sdk/{op}/{instanceId?}", methods=["POST"])
+@app.durable_client_input(client_name="client")
+async def sdk_operation(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    from datetime import UTC, datetime
+
+    op = req.route_params["op"]
+    instance_id = req.route_params.get("instanceId", "")
+    result: object = None
+    if op == "suspend":
+        await client.suspend(instance_id, "pause")
+    elif op == "resume":
+        await client.resume(instance_id, "go")
+    elif op == "restart":
+        result = await client.restart(instance_id, restart_with_new_instance_id=False)
+    elif op == "purge":
+        result = (await client.purge_instance_history(instance_id)).instances_deleted
+    elif op == "purge_by":
+        purged = await client.purge_instance_history_by(
+            created_time_from=datetime(2000, 1, 1, tzinfo=UTC),
+            runtime_status=[df.OrchestrationRuntimeStatus.Completed],
+        )
+        result = purged.instances_deleted
+    elif op == "status_by":
+        found = await client.get_status_by(runtime_status=[df.OrchestrationRuntimeStatus.Running])
+        result = sorted(s.instance_id for s in found)
+    elif op == "payload":
+        result = client.create_http_management_payload(instance_id)
+    return func.HttpResponse(json.dumps({"result": result}, default=str), mimetype="application/json")
+
+
+@app.orchestration_trigger(context_name="context")
+def logged(context: df.DurableOrchestrationContext):
+    import logging
+
+    for step in range(3):
+        logging.getLogger("sample.logged").info("logged-orchestrator step %s", step)
+        yield context.call_activity("double", step)
+    return "logged"
