@@ -237,3 +237,15 @@ def status_then_continue(context: df.DurableOrchestrationContext) -> Gen:
         context.continue_as_new(generation + 1)
         return None
     return generation
+
+
+def fails_after_first_of_two(context: df.DurableOrchestrationContext) -> Gen:
+    first = context.call_activity("echo", "a")
+    second = context.call_activity("echo", "b")
+    yield context.task_any([first, second])
+    raise RuntimeError("failed with a task still running")
+
+
+def anonymous_child(context: df.DurableOrchestrationContext) -> Gen:
+    value = yield context.call_sub_orchestrator("child", 5)
+    return value

@@ -196,3 +196,36 @@ def test_unknown_activity_fails_like_the_extension() -> None:
     assert result.failure is not None
     assert "The function 'exclaim' doesn't exist" in result.failure.message
     assert result.activity_messages == []
+
+
+def test_error_path_replays_actions_and_waits_for_open_tasks_in_shim_mode() -> None:
+    driver = Driver({"f": o.handle(o.fails_after_first_of_two)}, o.ACTIVITIES)
+    driver.start("f", "f1")
+    driver.episode("f1")
+    driver.run_activity(driver.work_items[0])
+    after_error = driver.episode("f1")
+    # The SDK raised (error path), but activity "b" is still an open DTFx task: no completion yet.
+    assert after_error.status is RuntimeStatus.RUNNING
+    driver.run_activity(driver.work_items[0])
+    result = driver.episode("f1")
+    assert result.status is RuntimeStatus.FAILED
+    assert result.failure is not None
+    assert result.failure.message == "Orchestrator function 'f' failed: failed with a task still running"
+
+
+def test_error_path_fails_at_once_in_ideal_mode() -> None:
+    driver = Driver({"f": o.handle(o.fails_after_first_of_two)}, o.ACTIVITIES, mode=SchedulingMode.IDEAL)
+    driver.start("f", "f1")
+    driver.episode("f1")
+    driver.run_activity(driver.work_items[0])
+    assert driver.episode("f1").status is RuntimeStatus.FAILED
+
+
+def test_sub_orchestration_without_instance_id_gets_the_dtfx_default() -> None:
+    driver = Driver({"p": o.handle(o.anonymous_child), "child": o.handle(o.child)}, o.ACTIVITIES)
+    driver.start("p", "p1")
+    first = driver.episode("p1")
+    (message,) = first.orchestrator_messages
+    assert message.instance_id == f"{first.execution_id}:0"
+    result = driver.run("p1")
+    assert result.status is RuntimeStatus.COMPLETED and json.loads(result.output or "") == 10
