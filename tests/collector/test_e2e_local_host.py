@@ -100,7 +100,6 @@ def _wait_terminal(base: str, collection_id: str) -> dict[str, object]:
     raise AssertionError(f"collection never finished: {summary}")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("source", ["graph", "exchange"])
 def test_collection_matches_emulator_ground_truth(emulator: Emulator, host: tuple[str, Path], source: str) -> None:
     base, output = host

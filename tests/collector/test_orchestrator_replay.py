@@ -173,3 +173,25 @@ def test_dooming_error_ends_the_collection_failed_with_the_reason() -> None:
     assert output["status"] == "Failed" and output["reason"]["kind"] == "authentication"
     assert output["completed"] + output["failed"] < 6  # it stopped scheduling
     assert output["completed"] == 1  # the other lane in flight finished
+
+
+def test_an_activity_that_raises_fails_only_its_chunk() -> None:
+    api, sink = FakeSearchApi(synthetic(START, 4, 3)), MemorySink()
+    activities = exchange_activities(api, sink)
+    collect = activities[names.ACTIVITY_EXCHANGE_COLLECT]
+
+    def flaky(p: dict[str, Any]) -> dict[str, Any]:
+        if p["chunk"]["start"].endswith("T13:00:00Z"):
+            raise RuntimeError("bug in the activity")
+        return collect(p)  # type: ignore[no-any-return]
+
+    activities[names.ACTIVITY_EXCHANGE_COLLECT] = flaky
+    driver = ReplayDriver(orchestrator_handle(), activities, seed=4)
+    driver.start(payload("exchange", 4, 2))
+    output = json.loads(driver.run().output or "null")
+    assert output["status"] == "CompletedWithFailures"
+    assert (output["completed"], output["failed"]) == (3, 1)
+    assert (
+        output["failures"][0]["kind"] == "activity_crashed"
+        and "bug in the activity" in output["failures"][0]["message"]
+    )
