@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,6 +46,18 @@ def emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[Emulator]:
 
 @pytest.fixture
 def host(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    yield from _serve(emulator, tmp_path, {})
+
+
+@pytest.fixture
+def blob_host(emulator: Emulator, tmp_path: Path, azurite_connection_string: str) -> Iterator[tuple[str, str]]:
+    container = f"e2e-{uuid.uuid4().hex[:10]}"
+    env = {"OUTPUT_STORAGE_CONNECTION": azurite_connection_string, "OUTPUT_CONTAINER": container}
+    for base, _ in _serve(emulator, tmp_path, env):
+        yield base, container
+
+
+def _serve(emulator: Emulator, tmp_path: Path, extra: dict[str, str]) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     output = tmp_path / "output"
     env = {
@@ -63,6 +76,7 @@ def host(emulator: Emulator, tmp_path: Path) -> Iterator[tuple[str, Path]]:
         "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "0.2",
         "COLLECTOR_RETRY_BASE_SECONDS": "0.1",
         "COLLECTOR_CHUNKS_PER_EXECUTION": "4",
+        **extra,
     }
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         env.pop(name, None)
@@ -145,3 +159,28 @@ def test_invalid_request_is_a_400_naming_the_field(host: tuple[str, Path]) -> No
     assert response.status_code == 400
     assert response.json()["error"]["field"] == "tenantId"
     assert not output.exists() or not any(output.iterdir())
+
+
+@pytest.mark.azurite
+def test_blob_output_through_azurite(
+    emulator: Emulator, blob_host: tuple[str, str], azurite_connection_string: str
+) -> None:
+    from azure.storage.blob import BlobServiceClient
+
+    base, container = blob_host
+    end = START + timedelta(hours=4)
+    body = {"tenantId": TENANT, "startDate": START.isoformat(), "endDate": end.isoformat(), "intervalMinutes": 60,
+            "maxConcurrency": 2, "collectionId": "e2e-blob"}  # fmt: skip
+    assert requests.post(f"{base}/api/collections", json=body, timeout=30).status_code == 202
+    summary = _wait_terminal(base, "e2e-blob")
+    assert summary["status"] == "Completed", summary
+    client = BlobServiceClient.from_connection_string(azurite_connection_string).get_container_client(container)
+    collected: list[str] = []
+    for blob in client.list_blobs(name_starts_with=f"{TENANT}/e2e-blob/chunks/"):
+        if blob.name.endswith(".jsonl") and not blob.name.endswith(".quarantine.jsonl"):
+            text = client.download_blob(blob.name).readall().decode()
+            collected += [json.loads(line)["id"] for line in text.splitlines()]
+    assert sorted(collected) == sorted(emulator.ground_truth_ids(TENANT, START, end))
+    manifest = json.loads(client.download_blob(f"{TENANT}/e2e-blob/manifest.json").readall())
+    assert manifest["totals"]["records"] == len(collected) and manifest["gaps"] == []
+    assert str(summary["manifest"]).endswith(f"/{container}/{TENANT}/e2e-blob/manifest.json")
