@@ -43,10 +43,12 @@ def build_context_json(
     """``history`` = every event of the current execution: replayed ones with IsPlayed true, this episode's
     (its OrchestratorStarted first) with IsPlayed false."""
     history = [{**event, "IsPlayed": True} for event in past_events]
+    # The extension sends ``GetInputAsJson()`` = ``ConvertToJToken(RawInput)``: the stored input parsed once, so a
+    # client that posted JSON text as a JSON string (the Python SDK's start_new does) reaches get_input() decoded.
     history.extend({**event, "IsPlayed": False} for event in current_events)
     context = {
         "history": history,
-        "input": input,
+        "input": _input_token(input),
         "instanceId": instance_id,
         # DTFx replays past events first: the worker is called while ExecutionStarted is replayed.
         "isReplaying": bool(past_events),
@@ -58,3 +60,14 @@ def build_context_json(
         "defaultHttpAsyncRequestSleepTimeMillseconds": settings.default_http_async_request_sleep_ms,
     }
     return json.dumps(context)
+
+
+def _input_token(raw: str | None) -> object:
+    """``MessagePayloadDataConverter.ConvertToJToken``: parse the raw input one level (text that is not JSON stays
+    a string, as a lenient reader would keep it)."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw

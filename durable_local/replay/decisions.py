@@ -8,6 +8,7 @@ produce one message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -47,6 +48,13 @@ class ExecutionInfo:
     tags: dict[str, str] | None
 
 
+def sub_orchestration_input(action_input: str | None) -> str | None:
+    """DTFx serialises the shim's input object (the worker's JSON text, a string) once more when it creates a
+    sub-orchestration, and the child's context gets it parsed once (``GetInputAsJson``): the SDK then decodes the
+    JSON text to the original value."""
+    return None if action_input is None else json.dumps(action_input)
+
+
 def decision_event(decision: Decision, now: datetime) -> HistoryEvent:
     """The history event a decision appends (``EventId`` = its sequence number)."""
     event: HistoryEvent = {
@@ -68,7 +76,7 @@ def decision_event(decision: Decision, now: datetime) -> HistoryEvent:
                 "Name": decision.name,
                 "Version": "",
                 "InstanceId": decision.instance_id,
-                "Input": decision.input,
+                "Input": sub_orchestration_input(decision.input),
                 "Tags": None,
             }
         )
@@ -110,7 +118,7 @@ def decision_message(
             name=decision.name or "",
             instance_id=child_instance,
             execution_id=child_execution,
-            input=decision.input,
+            input=sub_orchestration_input(decision.input),
             parent=parent,
             tags=info.tags,
         )

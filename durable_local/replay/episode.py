@@ -31,6 +31,7 @@ from durable_local.replay.decisions import (
     decision_event,
     decision_message,
     parent_notification,
+    sub_orchestration_input,
 )
 from durable_local.replay.dtfx import Decision, DtfxContext, NonDeterminismError
 from durable_local.replay.reconcile import execution_id_of, reconcile
@@ -82,7 +83,7 @@ def run_episode(episode: EpisodeInput) -> EpisodeResult:
             name=info.name,
             instance_id=info.instance_id,
             execution_id=new_execution_id(),
-            input=run.completion.result,
+            input=sub_orchestration_input(run.completion.result),  # DTFx serialises the shim's input again
             parent=info.parent,
             generation=info.generation + 1,
             version=info.version,

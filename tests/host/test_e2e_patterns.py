@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import requests
 
 from tests.host.conftest import ServedApp, start, wait_for_status
@@ -157,7 +159,11 @@ def test_list_and_purge(basic_app: ServedApp) -> None:
 
 
 def test_webhook_start_with_and_without_instance_id(basic_app: ServedApp) -> None:
-    created = requests.post(f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child/my-child-7", json=21, timeout=10)
+    # Posted as the Python SDK client posts it (JSON text sent as a JSON string): the extension parses the stored
+    # input once for the worker, so a raw non-object JSON body would not reach get_input() as a value.
+    created = requests.post(
+        f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child/my-child-7", json=json.dumps(21), timeout=10
+    )
     assert created.status_code == 202 and created.json()["id"] == "my-child-7"
     assert wait_for_status(created.headers["Location"])["output"] == 42
     fresh = requests.post(f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child", json=1, timeout=10)

@@ -82,7 +82,8 @@ class Driver:
             name=name,
             instance_id=instance_id,
             execution_id=execution_id,
-            input=None if input is None else json.dumps(input),
+            # What the Python SDK client's start_new stores through the extension: the JSON text as a JSON string.
+            input=None if input is None else json.dumps(json.dumps(input)),
         )
         self._instance(instance_id).inbox.append(TaskMessage(instance_id, execution_id, event))
 

@@ -37,7 +37,7 @@ def test_three_generations_with_a_loser_left_behind_in_ideal_mode() -> None:
                 EventType.ORCHESTRATOR_COMPLETED,
                 EventType.TASK_SCHEDULED,
             ]
-            assert json.loads(result.history[1]["Input"])["gen"] == generation + 1
+            assert json.loads(json.loads(result.history[1]["Input"]))["gen"] == generation + 1
             assert result.execution_id != first_execution
     assert result.status is RuntimeStatus.COMPLETED
     assert json.loads(result.output or "") == {"gen": 3, "seen": ["quick0", "quick1", "quick2"]}

@@ -26,7 +26,9 @@ class Recording:
         return self.inner(context)
 
 
-def start_message(instance_id: str, execution_id: str, name: str = "chain", input: str | None = '"a"') -> TaskMessage:
+def start_message(
+    instance_id: str, execution_id: str, name: str = "chain", input: str | None = '"\\"a\\""'
+) -> TaskMessage:
     event = execution_started(timestamp=T0, name=name, instance_id=instance_id, execution_id=execution_id, input=input)
     return TaskMessage(instance_id, execution_id, event)
 
@@ -95,6 +97,7 @@ def test_context_json_matches_the_extension() -> None:
     assert first["isReplaying"] is False and second["isReplaying"] is True
     for context in (first, second):
         assert context["instanceId"] == "c1"
+        # the stored input '"\\"a\\""' (the SDK client's encoding) reaches the worker parsed once: '"a"'
         assert context["input"] == '"a"'
         assert context["parentInstanceId"] is None
         assert context["upperSchemaVersion"] == 1 and context["upperSchemaVersionNew"] == 2

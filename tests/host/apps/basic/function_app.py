@@ -16,7 +16,7 @@ _attempts: dict[str, int] = {}
 
 def _input(context: df.DurableOrchestrationContext) -> object:
     value = context.get_input()
-    # The SDK client JSON-encodes the input before posting it; accept both shapes.
+    # Inputs posted as raw JSON strings (not through the SDK client) arrive as JSON text; accept both shapes.
     if isinstance(value, str):
         try:
             return json.loads(value)
