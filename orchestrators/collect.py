@@ -6,7 +6,6 @@ pure state machine, rebuilt on every replay from the input and the completions r
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Generator
 from datetime import timedelta
@@ -107,14 +106,8 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
 
 
 def _input_of(context: df.DurableOrchestrationContext) -> JsonDict:
-    """The orchestration input as a dict.
-
-    ``client.start_new`` JSON-encodes the input and then posts it as JSON again, and the extension keeps the posted
-    JSON string as the input, so ``get_input()`` can hand back a JSON string rather than the dict: decode it once more.
-    """
+    """The orchestration input as a dict (the HTTP starter and continue-as-new always pass one)."""
     value = context.get_input()
-    if isinstance(value, str):
-        value = json.loads(value)
     if not isinstance(value, dict):
         raise TypeError(f"collect_orchestrator expects an object input, got {type(value).__name__}")
     return value
