@@ -17,7 +17,7 @@ AZURITE_BLOB = REPO / "tools" / "azurite" / "node_modules" / ".bin" / "azurite-b
 
 # The well-known development account key Azurite documents for every installation (not a secret).
 DEV_ACCOUNT = "devstoreaccount1"
-DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="  # noqa: S105
+DEV_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 INSTALL_HINT = (
     "Azurite is not installed. Run `bash scripts/bootstrap.sh` (needs Node.js and npm), "
