@@ -123,7 +123,12 @@ class Engine:
         """The control queue of the partition that owns ``instance_id`` (FNV-1a of the id)."""
         return self._control_queues[partition_index(instance_id, self.settings.partition_count)]
 
-    def start(self) -> None:
+    def start(self, *, run_activities: bool = True) -> None:
+        """Start the dequeue loops and dispatchers (idempotent).
+
+        ``run_activities=False`` starts a worker that only processes orchestrations (crash-point tests use it
+        to keep a dying worker from racing for activity messages).
+        """
         with self._lock:
             if self._started:
                 return
@@ -136,7 +141,8 @@ class Engine:
             )
             self.sessions.add_queue(queue.name, control)
         self._orchestrations.start()
-        self._activities.start()
+        if run_activities:
+            self._activities.start()
         _log.info("engine started: hub %s, %d partitions", self.hub_name, self.settings.partition_count)
 
     def stop(self, *, drain_timeout: float = 30.0) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -32,6 +33,12 @@ def fast_settings(**overrides: object) -> EngineSettings:
     }
     values.update(overrides)
     return EngineSettings(**values)  # type: ignore[arg-type]
+
+
+def client_input(value: object) -> str:
+    """The raw input a Python ``DurableOrchestrationClient.start_new(client_input=value)`` makes the host store:
+    the SDK posts ``json.dumps(value)`` as a JSON string, so the stored text is JSON-encoded twice."""
+    return json.dumps(json.dumps(value))
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -25,7 +25,7 @@ from durable_local.ports import HistoryBatch
 from durable_local.storage import StoreBundle, open_memory_store
 
 from .apps import Activities
-from .conftest import T0, fast_settings, wait_until
+from .conftest import T0, client_input, fast_settings, wait_until
 
 
 class World:
@@ -37,7 +37,9 @@ class World:
         self.activities = Activities()
         self.engines: list[Engine] = []
 
-    def engine(self, faults: FaultInjector | None = None, *, start: bool = True, **overrides: Any) -> Engine:
+    def engine(
+        self, faults: FaultInjector | None = None, *, start: bool = True, activities: bool = True, **overrides: Any
+    ) -> Engine:
         engine = Engine(
             self.activities.registry(),
             store=self.store,
@@ -47,7 +49,7 @@ class World:
         )
         self.engines.append(engine)
         if start:
-            engine.start()
+            engine.start(run_activities=activities)
         return engine
 
     def pump_until(self, done: Callable[[], bool], *, step: float = 20.0, limit: int = 2000) -> bool:
@@ -84,10 +86,16 @@ def world() -> Iterator[World]:
     w.store.close()
 
 
-def _crash(world: World, point: CrashPoint, *, when: Callable[[dict[str, Any]], bool] | None = None) -> Engine:
+def _crash(
+    world: World,
+    point: CrashPoint,
+    *,
+    when: Callable[[dict[str, Any]], bool] | None = None,
+    activities: bool = True,
+) -> Engine:
     faults = FaultInjector()
     faults.arm(point, when=when)
-    return world.engine(faults)
+    return world.engine(faults, activities=activities)
 
 
 def _killed(engine: Engine) -> None:
@@ -96,7 +104,7 @@ def _killed(engine: Engine) -> None:
 
 
 def test_crash_c1_after_replay_before_send_replays_identically(world: World) -> None:
-    a = _crash(world, CrashPoint.C1_AFTER_REPLAY)
+    a = _crash(world, CrashPoint.C1_AFTER_REPLAY, activities=False)
     instance_id = a.start_new("chain")
     _killed(a)
     assert world.store.queues.get_queue("testhubname-workitems").approximate_count() == 0  # nothing sent
@@ -106,7 +114,8 @@ def test_crash_c1_after_replay_before_send_replays_identically(world: World) -> 
 
 
 def test_crash_c2_after_outbound_before_history_runs_activity_twice(world: World) -> None:
-    a = _crash(world, CrashPoint.C2_AFTER_OUTBOUND_MESSAGE, when=lambda c: c["kind"] == "activity")
+    # Worker A runs no activities, so only the re-run episode and the first send can execute "echo a".
+    a = _crash(world, CrashPoint.C2_AFTER_OUTBOUND_MESSAGE, when=lambda c: c["kind"] == "activity", activities=False)
     instance_id = a.start_new("chain")
     _killed(a)
     b = world.engine()
@@ -116,8 +125,8 @@ def test_crash_c2_after_outbound_before_history_runs_activity_twice(world: World
 
 
 def test_crash_c3_between_history_batches_partial_checkpoint_is_handled(world: World) -> None:
-    a = _crash(world, CrashPoint.C3_BETWEEN_HISTORY_BATCHES)
-    instance_id = a.start_new("fan_out", input_json="150")  # 153 new events: two history batches
+    a = _crash(world, CrashPoint.C3_BETWEEN_HISTORY_BATCHES, activities=False)
+    instance_id = a.start_new("fan_out", input_json=client_input(150))  # 153 new events: two history batches
     _killed(a)
     partial = world.store.tracking.get_history(instance_id)
     assert partial.checkpoint_complete is False and len(partial.events) == 99
@@ -128,7 +137,7 @@ def test_crash_c3_between_history_batches_partial_checkpoint_is_handled(world: W
 
 
 def test_crash_c4_after_history_before_instance_row_is_repaired(world: World) -> None:
-    a = _crash(world, CrashPoint.C4_AFTER_HISTORY)
+    a = _crash(world, CrashPoint.C4_AFTER_HISTORY, activities=False)
     instance_id = a.start_new("chain")
     _killed(a)
     stale = world.store.tracking.get_instance(instance_id)
@@ -140,7 +149,7 @@ def test_crash_c4_after_history_before_instance_row_is_repaired(world: World) ->
 
 
 def test_crash_c5_after_instance_row_before_delete_replays_without_side_effects(world: World) -> None:
-    a = _crash(world, CrashPoint.C5_AFTER_INSTANCE_UPDATE)
+    a = _crash(world, CrashPoint.C5_AFTER_INSTANCE_UPDATE, activities=False)
     instance_id = a.start_new("chain")
     _killed(a)
     b = world.engine()
@@ -168,7 +177,7 @@ def test_crash_c6_split_brain_etag_conflict_abandons_the_work_item(world: World)
 
 def test_crash_c7_out_of_order_response_abandoned_then_processed(world: World) -> None:
     # The lease moved (here: the worker died) after the activity was sent but before the history commit.
-    a = _crash(world, CrashPoint.C2_AFTER_OUTBOUND_MESSAGE, when=lambda c: c["kind"] == "activity")
+    a = _crash(world, CrashPoint.C2_AFTER_OUTBOUND_MESSAGE, when=lambda c: c["kind"] == "activity", activities=False)
     instance_id = a.start_new("chain")
     _killed(a)
     faults = FaultInjector()
@@ -273,7 +282,7 @@ def test_crash_c12_same_message_dequeued_twice_is_processed_once(world: World) -
 def test_crash_c13_old_generation_messages_discarded(world: World) -> None:
     faults = FaultInjector()
     engine = world.engine(faults)
-    instance_id = engine.start_new("counter", input_json="0")
+    instance_id = engine.start_new("counter", input_json=client_input(0))
     first_execution = engine.get_status(instance_id).execution_id  # type: ignore[union-attr]
     assert world.finish(engine, instance_id) == (RuntimeStatus.COMPLETED, 3)
     stale = TaskMessage(instance_id, first_execution, event_raised(timestamp=world.clock.now(), name="x", input=None))

@@ -16,7 +16,7 @@ from durable_local.ports import Clock, InstanceQuery
 from durable_local.storage import open_memory_store
 
 from .apps import Activities
-from .conftest import T0, fast_settings, wait_until
+from .conftest import T0, client_input, fast_settings, wait_until
 
 EngineFactory = Callable[..., Engine]
 
@@ -64,7 +64,7 @@ def test_chaining(make_engine: EngineFactory) -> None:
 
 def test_fan_out_fan_in_200(make_engine: EngineFactory, activities: Activities) -> None:
     engine = make_engine()
-    instance_id = engine.start_new("fan_out", input_json="200")
+    instance_id = engine.start_new("fan_out", input_json=client_input(200))
     assert _finish(engine, instance_id, 60) == (RuntimeStatus.COMPLETED, sum(i * i for i in range(200)))
     assert sum(v for k, v in activities.calls.items() if k.startswith("square:")) == 200
     history = engine.get_status(instance_id, show_history=True).history  # type: ignore[union-attr]
@@ -80,7 +80,7 @@ def test_task_any_first_completed_wins(make_engine: EngineFactory) -> None:
 def test_durable_timer_fires_when_the_clock_reaches_fire_at(make_engine: EngineFactory) -> None:
     clock = ManualClock(T0)
     engine = make_engine(clock)
-    instance_id = engine.start_new("timer_then_done", input_json="3600")
+    instance_id = engine.start_new("timer_then_done", input_json=client_input(3600))
     assert wait_until(lambda: engine.get_status(instance_id).runtime_status is RuntimeStatus.RUNNING)  # type: ignore[union-attr]
     assert engine.wait_for_completion(instance_id, 0.2).runtime_status is RuntimeStatus.RUNNING  # type: ignore[union-attr]
     clock.advance(timedelta(seconds=3600))
@@ -108,16 +108,17 @@ def test_sub_orchestration(make_engine: EngineFactory) -> None:
 
 def test_continue_as_new(make_engine: EngineFactory, activities: Activities) -> None:
     engine = make_engine()
-    instance_id = engine.start_new("counter", input_json="0")
+    instance_id = engine.start_new("counter", input_json=client_input(0))
     assert _finish(engine, instance_id) == (RuntimeStatus.COMPLETED, 3)
     assert [activities.calls[f"echo:{i}"] for i in range(3)] == [1, 1, 1]
     history = engine.get_status(instance_id, show_history=True).history  # type: ignore[union-attr]
-    assert history is not None and json.loads(next(e for e in history if e["EventType"] == 0)["Input"]) == 3
+    started = next(e for e in history or [] if e["EventType"] == 0)
+    assert started["Input"] == client_input(3)  # the last generation's input, stored like a client's
 
 
 def test_retries_succeed(make_engine: EngineFactory, activities: Activities) -> None:
     engine = make_engine()
-    instance_id = engine.start_new("with_retry", input_json='"x"')
+    instance_id = engine.start_new("with_retry", input_json=client_input("x"))
     assert _finish(engine, instance_id) == (RuntimeStatus.COMPLETED, "ok")
     assert activities.calls["flaky"] == 3
 
@@ -125,7 +126,7 @@ def test_retries_succeed(make_engine: EngineFactory, activities: Activities) -> 
 def test_retries_exhausted_fail_the_orchestration(make_engine: EngineFactory, activities: Activities) -> None:
     activities.flaky_failures = 99
     engine = make_engine()
-    instance_id = engine.start_new("with_retry", input_json='"x"')
+    instance_id = engine.start_new("with_retry", input_json=client_input("x"))
     status, output = _finish(engine, instance_id)
     assert status is RuntimeStatus.FAILED
     assert "flaky failure 3" in str(output)
@@ -209,7 +210,7 @@ def test_naive_task_any_window_in_flight(make_engine: EngineFactory, mode: Sched
     # collapses the window: after the initial fill drains, only one activity is ever in flight. IDEAL holds K.
     durations = [0.30, 0.05, 0.20, 0.10, 0.25, 0.05, 0.15, 0.30, 0.10, 0.20, 0.05, 0.15]
     engine = make_engine(mode=mode)
-    instance_id = engine.start_new("window", input_json=json.dumps({"k": 3, "durations": durations}))
+    instance_id = engine.start_new("window", input_json=client_input({"k": 3, "durations": durations}))
     assert _finish(engine, instance_id, 60) == (RuntimeStatus.COMPLETED, list(range(12)))
     starts = engine.stats()["activities_in_flight_at_start"]
     assert len(starts) == 12
