@@ -9,15 +9,44 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from activities.chunk_writer import write_chunk
-from shared.audit.ports import AuditQueryApi, AuditSearchApi, QueryState, RecordPage
+from shared.audit.ports import (
+    AuditFilters,
+    AuditQueryApi,
+    AuditSearchApi,
+    QueryState,
+    RecordPage,
+    TimeWindow,
+)
 from shared.errors import CollectorError, NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.sinks.base import ChunkSink
 
 logger = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class FindsQueries(Protocol):
+    """A query API that can find a query an earlier attempt created (Graph lists queries by displayName)."""
+
+    def find_query(self, window: TimeWindow, *, display_name: str) -> str | None: ...
+
+
+@runtime_checkable
+class PagesUpToCap(Protocol):
+    """A search API that can page a window over its session cap as far as the cap allows.
+
+    It yields the pages it can, then raises ``NeedsSplitError`` when records were left out.
+    """
+
+    def iter_record_pages_up_to_cap(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]: ...
+
+
+def query_display_name(collection_id: str, chunk: Chunk) -> str:
+    """Deterministic per (collection, window): a retried submit can find the query an earlier attempt created."""
+    return f"ual-{collection_id}-{chunk.start:%Y%m%dT%H%M%S}-{chunk.end:%Y%m%dT%H%M%S}"
 
 
 def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
@@ -36,8 +65,13 @@ def graph_submit(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
     chunk = Chunk.from_json(payload["chunk"])
 
     def body() -> ActivityResult:
-        display = f"ual-{payload['collectionId']}-{chunk.start:%Y%m%dT%H%M%S}"
-        query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
+        display = query_display_name(str(payload["collectionId"]), chunk)
+        query_id = None
+        if int(payload.get("attempt", 1)) > 1 and isinstance(api, FindsQueries):
+            # An earlier attempt may have created the query before failing: reuse it (the daily quota counts creates).
+            query_id = api.find_query(chunk.window(), display_name=display)
+        if query_id is None:
+            query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
         return ActivityResult.success({"queryId": query_id})
 
     return _guard(body)
@@ -94,7 +128,10 @@ def exchange_collect(api: AuditSearchApi, sink: ChunkSink, payload: JsonDict) ->
 
     def pages() -> Iterator[RecordPage]:
         try:
-            yield from api.iter_record_pages(chunk.window(), filters)
+            if allow_incomplete and isinstance(api, PagesUpToCap):
+                yield from api.iter_record_pages_up_to_cap(chunk.window(), filters)
+            else:
+                yield from api.iter_record_pages(chunk.window(), filters)
         except NeedsSplitError:
             if not allow_incomplete:
                 raise

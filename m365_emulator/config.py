@@ -98,6 +98,9 @@ class AppRegistration:
 class GraphSettings:
     completion_delay_seconds: float = 0.2
     """Time from creation to a terminal status; the first 30 % of it is ``notStarted``."""
+    completion_jitter_seconds: float = 0.0
+    """Extra per-query latency in [0, jitter), a stable function of the query's window and displayName (so chunk
+    latencies vary but a rerun sees the same ones)."""
     page_size: int = 1000
     max_page_size: int = 1000
     """``$top`` above this is clamped (the real page size is undocumented; ~1,000 is what tools observe)."""
@@ -138,6 +141,11 @@ class FaultConfig:
     cancel_query: bool = False
     queued_status: bool = False
     """Queries report ``queued`` (instead of ``notStarted``) before running."""
+    fail_query_windows: tuple[tuple[datetime, datetime], ...] = ()
+    """Graph queries whose [filterStart, filterEnd) overlaps one of these windows end ``failed`` (a chunk that
+    fails permanently while the others succeed); Exchange calls over such a window answer 400."""
+    create_then_5xx_count: int = 0
+    """The next N Graph create calls create the query and then answer 503 (a lost response); counts down to 0."""
     apis: frozenset[str] = frozenset({"graph", "exchange"})
     """Which APIs the random 429/5xx/403 faults apply to."""
 
@@ -177,6 +185,8 @@ class EmulatorConfig:
         for key in ("malformed_record_ids", "apis"):
             if key in faults:
                 faults[key] = frozenset(faults[key])
+        if "fail_query_windows" in faults:
+            faults["fail_query_windows"] = tuple((when(s), when(e)) for s, e in faults["fail_query_windows"])
         return cls(
             tenants=tenants,
             graph=GraphSettings(**data.get("graph", {})),

@@ -165,6 +165,9 @@ class ExchangeApi:
             start, end, flt, size = parse_parameters(params, self.settings.max_result_size)
         except BadParametersError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
+        if any(s < end and start < e for s, e in self.faults.config.fail_query_windows):
+            message = "The search could not be completed for this date range."
+            return api_error(400, "BadRequest", message, request=request)
         if self.faults.config.slow_page_seconds > 0:
             time.sleep(self.faults.config.slow_page_seconds)
         spec = self.tenants[tenant_id]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
+import re
 import threading
 import time
 import uuid
@@ -50,12 +52,15 @@ class GraphQuery:
     outcome: str  # succeeded | failed | cancelled | stuck
     queued: bool
     deleted: bool = False
+    extra_delay: float = 0.0
+    """This query's share of ``completion_jitter_seconds``."""
     returned: int | None = None  # records the query yields (after cap), computed once it succeeds
     limit_exceeded: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def status(self, now: float, delay: float) -> str:
         elapsed = now - self.created
+        delay += self.extra_delay
         if elapsed < delay * 0.3:
             return "queued" if self.queued else "notStarted"
         if self.outcome == "stuck" or elapsed < delay:
@@ -98,6 +103,17 @@ def parse_create_body(raw: bytes, now: datetime) -> tuple[dict[str, Any], dateti
         services=services,
     )
     return body, start, end, flt
+
+
+_DISPLAY_FILTER = re.compile(r"displayName eq '((?:[^']|'')*)'")
+
+
+def _jitter(body: dict[str, Any], start: datetime, end: datetime, spread: float) -> float:
+    """A stable pseudo-random delay in [0, spread) for this query (same window and name, same delay)."""
+    if spread <= 0:
+        return 0.0
+    key = f"{body.get('displayName') or ''}|{start.isoformat()}|{end.isoformat()}".encode()
+    return spread * int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
 
 
 def _encode_token(emitted: int, cursor: Cursor) -> str:
@@ -164,6 +180,7 @@ class GraphApi:
             with self._lock:
                 query.deleted = True
             self.stats.bump(self.stats.queries_deleted, tenant_id)
+            self.stats.log_query(tenant_id, "deleted", query.id)
             self.stats.set_concurrency((tenant_id, "graph"), self.active_count(tenant_id))
             return Reply(204, None)
         if len(rest) == 2 and rest[1] == "records" and method == "GET":
@@ -186,6 +203,9 @@ class GraphApi:
         outcome = "stuck" if faults.stuck_query else "failed" if faults.fail_query else "succeeded"
         if faults.cancel_query:
             outcome = "cancelled"
+        if any(s < end and start < e for s, e in faults.fail_query_windows):
+            outcome = "failed"
+        extra = _jitter(body, start, end, self.settings.completion_jitter_seconds)
         limit = self.settings.max_concurrent_queries
         key = (tenant_id, "graph")
         with self._lock:  # check-and-insert atomically so parallel creates cannot overshoot the limit
@@ -209,6 +229,7 @@ class GraphApi:
                     now,
                     outcome,
                     faults.queued_status,
+                    extra_delay=extra,
                 )
                 self._queries[query.id] = query
         if rejected:
@@ -218,13 +239,33 @@ class GraphApi:
             message = f"Too many queued or running audit log queries for this tenant (limit {limit}). Retry later."
             return api_error(429, "TooManyRequests", message, retry_after=retry, request=request)
         self.stats.bump(self.stats.queries_created, tenant_id)
+        self.stats.log_query(tenant_id, "created", query.id)
         self.stats.set_concurrency(key, active + 1)
+        if self._take_lost_response():
+            self.stats.bump(self.stats.injected_5xx, key)
+            return api_error(503, "ServiceUnavailable", "The service is temporarily unavailable.", request=request)
         location = f"{request.base_url}/graph/{version}/security/auditLog/queries/{query.id}"
         return Reply(201, self._render(query, request.base_url, version, entity=True), (("Location", location),))
+
+    def _take_lost_response(self) -> bool:
+        """Counts ``create_then_5xx_count`` down: True when this create's response is to be "lost"."""
+        faults = self.faults.config
+        with self._lock:
+            if faults.create_then_5xx_count > 0:
+                faults.create_then_5xx_count -= 1
+                return True
+        return False
 
     def _list(self, request: Request, tenant_id: str, version: str) -> Reply:
         with self._lock:
             mine = [q for q in self._queries.values() if q.tenant.tenant_id == tenant_id and not q.deleted]
+        wanted = request.query.get("$filter")
+        if wanted:
+            match = _DISPLAY_FILTER.fullmatch(wanted.strip())
+            if match is None:
+                return api_error(400, "BadRequest", f"Unsupported $filter: {wanted}", request=request)
+            name = match.group(1).replace("''", "'")
+            mine = [q for q in mine if (q.body.get("displayName") or "") == name]
         context = f"{request.base_url}/graph/{version}/$metadata#security/auditLog/queries"
         return Reply(
             200, {"@odata.context": context, "value": [self._render(q, request.base_url, version) for q in mine]}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,16 @@ from m365_emulator.config import FaultConfig
 
 Key = tuple[str, str]
 """(tenant_id, api) with api in {"graph", "exchange"}."""
+
+
+@dataclass(frozen=True)
+class QueryEvent:
+    """One step of a Graph query's life as the server saw it (``moment`` is ``time.monotonic()``)."""
+
+    moment: float
+    tenant_id: str
+    kind: str  # "created" | "deleted"
+    query_id: str
 
 
 @dataclass
@@ -30,6 +41,7 @@ class Stats:
         auth_failures: 401s served by the APIs.
         queries_created / queries_deleted: keyed by tenant_id.
         tokens_issued: successful token responses (whole emulator).
+        query_events: Graph query creations and deletions in order, for in-flight timelines (``live_timeline``).
     """
 
     peak_concurrency: Counter[Key] = field(default_factory=Counter)
@@ -43,11 +55,34 @@ class Stats:
     queries_created: Counter[str] = field(default_factory=Counter)
     queries_deleted: Counter[str] = field(default_factory=Counter)
     tokens_issued: int = 0
+    query_events: list[QueryEvent] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bump(self, counter: Counter[Any], key: object, amount: int = 1) -> None:
         with self.lock:
             counter[key] += amount
+
+    def log_query(self, tenant_id: str, kind: str, query_id: str) -> None:
+        with self.lock:
+            self.query_events.append(QueryEvent(time.monotonic(), tenant_id, kind, query_id))
+
+    def live_timeline(self, tenant_id: str) -> list[tuple[float, int]]:
+        """(moment, queries created and not yet deleted) after each create/delete of the tenant, in time order.
+
+        A collector lane holds its query from create to delete, so this is the number of chunks in flight as the
+        server sees them (independent of how long the query itself runs).
+        """
+        with self.lock:
+            events = [e for e in self.query_events if e.tenant_id == tenant_id]
+        live: set[str] = set()
+        timeline: list[tuple[float, int]] = []
+        for event in events:
+            if event.kind == "created":
+                live.add(event.query_id)
+            else:
+                live.discard(event.query_id)
+            timeline.append((event.moment, len(live)))
+        return timeline
 
     def set_concurrency(self, key: Key, value: int) -> None:
         with self.lock:

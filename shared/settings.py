@@ -35,6 +35,7 @@ class AuditSettings:
     max_attempts: int = 6
     max_retry_wait_seconds: float = 120.0
     transient_403_attempts: int = 3
+    exchange_session_cap: int = 50_000
 
     def config_kwargs(self, tenant_id: str) -> dict[str, Any]:
         """Keyword arguments for ``shared.audit.config.AuditApiConfig`` for one tenant."""
@@ -54,6 +55,7 @@ class AuditSettings:
             "max_attempts": self.max_attempts,
             "max_retry_wait_seconds": self.max_retry_wait_seconds,
             "transient_403_attempts": self.transient_403_attempts,
+            "exchange_session_cap": self.exchange_session_cap,
         }
 
 
@@ -112,6 +114,9 @@ class Settings:
                 "AUDIT_MAX_RETRY_WAIT_SECONDS", a.max_retry_wait_seconds, float, 0, 3600
             ),
             transient_403_attempts=reader.number("AUDIT_TRANSIENT_403_ATTEMPTS", a.transient_403_attempts, int, 0, 20),
+            exchange_session_cap=reader.number(
+                "AUDIT_EXCHANGE_SESSION_CAP", a.exchange_session_cap, int, 1, a.exchange_session_cap
+            ),
         )
         settings = cls(
             audit=audit,

@@ -20,7 +20,7 @@ def build_search_api(config: AuditApiConfig) -> AuditSearchApi:
     """The Exchange ``Search-UnifiedAuditLog`` client for ``config``."""
     from shared.audit.exchange import ExchangeAuditClient
 
-    return ExchangeAuditClient(config)
+    return ExchangeAuditClient(config, session_cap=config.exchange_session_cap)
 
 
 __all__ = ["AuditApiConfig", "build_query_api", "build_search_api"]

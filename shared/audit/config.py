@@ -73,6 +73,8 @@ class AuditApiConfig:
     max_attempts: int = 6  # per HTTP call, for 429/5xx/timeouts
     max_retry_wait_seconds: float = 120.0
     transient_403_attempts: int = 3
+    exchange_session_cap: int = 50_000
+    """Records one ReturnLargeSet session can page (the service's 50,000; lower only to test splitting)."""
 
     def __post_init__(self) -> None:
         tenant = self.tenant_id.strip() if isinstance(self.tenant_id, str) else ""
@@ -101,6 +103,8 @@ class AuditApiConfig:
             raise ConfigError("max_attempts", "must be >= 1")
         if self.max_retry_wait_seconds < 0:
             raise ConfigError("max_retry_wait_seconds", "must be >= 0")
+        if not 1 <= self.exchange_session_cap <= 50_000:
+            raise ConfigError("exchange_session_cap", "must be between 1 and 50000")
         if self.transient_403_attempts < 1:
             raise ConfigError("transient_403_attempts", "must be >= 1")
 

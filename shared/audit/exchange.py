@@ -96,10 +96,15 @@ class _SessionCursor:
         self.session_id = session_id
         self.result_count: int | None = None
         self.next_index = 1
+        self.limit: int | None = None
+        """Stop after this many rows even when ``ResultCount`` is larger (paging a session up to its cap)."""
 
     @property
     def done(self) -> bool:
-        return self.result_count is not None and self.next_index > self.result_count
+        if self.result_count is None:
+            return False
+        last = self.result_count if self.limit is None else min(self.result_count, self.limit)
+        return self.next_index > last
 
     def accept(self, rows: list[Any]) -> None:
         indexes: list[int] = []
@@ -205,6 +210,22 @@ class ExchangeAuditClient:
             if count:
                 yield from self._iter_session(window, filters, record_type, count)
 
+    def iter_record_pages_up_to_cap(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
+        """Like ``iter_record_pages``, but a window over the session cap is paged as far as the cap allows.
+
+        For a window the caller cannot split any further: every page the session can give is yielded, then
+        :class:`NeedsSplitError` says records were left out (so the caller reports the chunk incomplete).
+        """
+        counts = [(record_type, self._probe(window, filters, record_type)) for record_type in self._types(filters)]
+        over: list[tuple[int, str | None]] = []
+        for record_type, count in counts:
+            if count:
+                yield from self._iter_session(window, filters, record_type, count, up_to_cap=True)
+            if count > self.session_cap:
+                over.append((count, record_type))
+        for count, record_type in over:
+            self._check_cap(count, window, record_type)
+
     def _check_cap(self, count: int, window: TimeWindow, record_type: str | None) -> None:
         if count > self.session_cap:
             scope = f" (RecordType {pascal(record_type)})" if record_type else ""
@@ -216,9 +237,17 @@ class ExchangeAuditClient:
             )
 
     def _iter_session(
-        self, window: TimeWindow, filters: AuditFilters, record_type: str | None, probed: int
+        self,
+        window: TimeWindow,
+        filters: AuditFilters,
+        record_type: str | None,
+        probed: int,
+        *,
+        up_to_cap: bool = False,
     ) -> Iterator[RecordPage]:
         cursor = _SessionCursor(str(uuid.uuid4()))
+        if up_to_cap:
+            cursor.limit = self.session_cap  # the service stops there: that is the end, not a broken session
         params = build_parameters(
             window, filters, record_type=record_type, session_id=cursor.session_id, result_size=self._result_size
         )
@@ -234,7 +263,7 @@ class ExchangeAuditClient:
                 )
             first = cursor.result_count is None
             cursor.accept(rows)
-            if first and cursor.result_count is not None:
+            if first and cursor.result_count is not None and not up_to_cap:
                 self._check_cap(cursor.result_count, window, record_type)
             page = RecordPage(records=[])
             for row in rows:

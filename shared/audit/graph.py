@@ -25,6 +25,19 @@ logger = logging.getLogger(__name__)
 GRAPH_PERMISSION = "AuditLogsQuery.Read.All"
 GRAPH_API = ApiIdentity(name="Graph audit log query API", scope=GRAPH_SCOPE, permission=GRAPH_PERMISSION)
 
+_MAX_LIST_PAGES = 50
+
+
+def _normal_time(value: object) -> str | None:
+    """A Graph timestamp in ``format_timestamp`` form (the service may echo fractions or offsets differently)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return format_timestamp(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
 _STATES = {
     "notstarted": QueryState.PENDING,
     "queued": QueryState.PENDING,
@@ -129,12 +142,51 @@ class GraphAuditClient:
 
     def create_query(self, window: TimeWindow, filters: AuditFilters, *, display_name: str) -> str:
         body = build_query_body(window, filters, display_name=display_name, api_version=self._config.graph_api_version)
-        created = self._http.request_json("POST", self._root, json_body=body)
+
+        def recover() -> dict[str, Any] | None:
+            # A lost response may hide a created query: reuse it rather than spend quota on a duplicate.
+            found = self.find_query(window, display_name=display_name)
+            return {"id": found} if found else None
+
+        created = self._http.request_json("POST", self._root, json_body=body, recover=recover)
         query_id = created.get("id") if created else None
         if not isinstance(query_id, str) or not query_id:
             raise PermanentApiError("Graph created an audit query but returned no id")
         logger.info("created audit query %s (%s) for %s..%s", query_id, display_name, window.start, window.end)
         return query_id
+
+    def find_query(self, window: TimeWindow, *, display_name: str) -> str | None:
+        """The id of a live (not failed or cancelled) query with this displayName and window, if one exists.
+
+        The collector names each chunk's query deterministically, so this finds what an earlier attempt created.
+        """
+        wanted = (format_timestamp(window.start), format_timestamp(window.end))
+        escaped = display_name.replace("'", "''")
+        url: str | None = self._root
+        params: dict[str, str] | None = {"$filter": f"displayName eq '{escaped}'"}
+        for _ in range(_MAX_LIST_PAGES):
+            if url is None:
+                break
+            try:
+                body = self._http.request_json("GET", url, params=params)
+            except PermanentApiError as exc:
+                if params is None or exc.status != 400:
+                    raise
+                url, params = self._root, None  # $filter not supported: list everything and match here
+                continue
+            items = body.get("value") if body else None
+            for item in items if isinstance(items, list) else []:
+                if not isinstance(item, dict) or item.get("displayName") != display_name:
+                    continue
+                window_of = (_normal_time(item.get("filterStartDateTime")), _normal_time(item.get("filterEndDateTime")))
+                state = _STATES.get(str(item.get("status") or "").lower(), QueryState.PENDING)
+                if window_of == wanted and state in (QueryState.PENDING, QueryState.SUCCEEDED) and item.get("id"):
+                    logger.info("found existing audit query %s for %s", item["id"], display_name)
+                    return str(item["id"])
+            next_link = body.get("@odata.nextLink") if body else None
+            url = self._checked_next_link(next_link if isinstance(next_link, str) and next_link else None)
+            params = None
+        return None
 
     def get_query(self, query_id: str) -> QueryStatus:
         body = self._http.request_json("GET", self._query_url(query_id), not_found_ok=True)

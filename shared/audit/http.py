@@ -63,6 +63,9 @@ class _Call:
     headers: dict[str, str]
     not_found_ok: bool
     forbidden_seen: int = 0
+    recover: Callable[[], dict[str, Any] | None] | None = None
+    ambiguous: bool = False
+    """The last attempt may have been applied by the server (5xx or no answer): call ``recover`` before resending."""
 
 
 @dataclass(frozen=True)
@@ -166,9 +169,16 @@ class AuditHttpClient:
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         not_found_ok: bool = False,
+        recover: Callable[[], dict[str, Any] | None] | None = None,
     ) -> dict[str, Any] | None:
-        """Sends the call, retrying per policy; returns the JSON object (None for 204, or 404 when allowed)."""
-        call = _Call(method, url, json_body, params, dict(headers or {}), not_found_ok)
+        """Sends the call, retrying per policy; returns the JSON object (None for 204, or 404 when allowed).
+
+        Args:
+            recover: for calls that are not idempotent (a create): after an attempt whose outcome is unknown (5xx,
+                timeout, dropped connection) it is called before sending again; a non-None result is what the
+                lost response would have said, and is returned instead of resending.
+        """
+        call = _Call(method, url, json_body, params, dict(headers or {}), not_found_ok, recover=recover)
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self._config.max_attempts),
             wait=self._wait,
@@ -200,9 +210,18 @@ class AuditHttpClient:
         except requests.exceptions.SSLError:
             raise tls_config_error(urlsplit(call.url).netloc) from None
         except (requests.ConnectionError, requests.Timeout) as exc:
+            call.ambiguous = True
             raise _RetryableError(f"{type(exc).__name__} calling {self._api.name}") from None
 
     def _attempt(self, call: _Call) -> dict[str, Any] | None:
+        if call.ambiguous and call.recover is not None:
+            found = call.recover()
+            if found is not None:
+                logger.info(
+                    "%s %s: the earlier attempt had been applied; reusing its result", self._api.name, call.method
+                )
+                return found
+        call.ambiguous = False
         try:
             response = self._send(call)
             if response.status_code == 401:
@@ -241,6 +260,7 @@ class AuditHttpClient:
         if status == 404 and call.not_found_ok:
             return None
         if status in RETRYABLE_STATUSES:
+            call.ambiguous = status != 429  # a 429 was refused before any work; a 5xx may have been applied
             retry_after = parse_retry_after(response.headers.get("Retry-After"), now=self._clock())
             if retry_after is None and status == 429:
                 match = _BODY_WAIT_RE.search(message)  # Exchange puts the wait at the end of its 429 message
