@@ -1,9 +1,9 @@
-"""The activity dispatcher: a pool of ``max_concurrent_activities`` threads over the work-item queue.
+"""The activity dispatcher: one fetch loop and a pool of ``max_concurrent_activities`` worker threads.
 
-Each thread dequeues one message (hidden for ``work_item_visibility_timeout``, renewed while the activity
-runs), calls ``registry.activity(name)(input_json)``, and answers the orchestration with ``TaskCompleted``
-or ``TaskFailed`` on its control queue FIRST, then deletes the work item (DTFx
-``CompleteTaskActivityWorkItemAsync``). A crash between the two (C9) re-runs the activity and duplicates the
+The fetch loop dequeues one message at a time, only when a worker slot is free (hidden for
+``work_item_visibility_timeout``, renewed while the activity runs); a worker calls
+``registry.activity(name)(input_json)`` and answers the orchestration with ``TaskCompleted`` or
+``TaskFailed`` on its control queue FIRST, then deletes the work item (DTFx ``CompleteTaskActivityWorkItemAsync``). A crash between the two (C9) re-runs the activity and duplicates the
 completion; a crash before the response (C8) re-runs it after the visibility timeout: at-least-once.
 
 TaskFailed carries what the Durable extension's ``TaskActivityShim`` writes for an out-of-proc failure:
@@ -20,6 +20,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -80,14 +81,18 @@ class ActivityDispatcher:
         self._threads: list[threading.Thread] = []
         self._in_flight: dict[str, _InFlight] = {}
         self._in_flight_lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(settings.max_concurrent_activities)
+        self._pool = ThreadPoolExecutor(settings.max_concurrent_activities, thread_name_prefix="dl-activity")
+        self._idle = threading.Condition()
+        self._running = 0
 
     def start(self) -> None:
-        for index in range(self._settings.max_concurrent_activities):
-            thread = threading.Thread(target=self._run, name=f"dl-activity-{index}", daemon=True)
-            self._threads.append(thread)
-            thread.start()
+        # As DTFx's WorkItemDispatcher: one fetch loop takes a message only when a slot is free, and hands it
+        # to a worker thread; polling from every worker thread would just contend for the queue.
+        fetcher = threading.Thread(target=self._fetch_loop, name="dl-activity-fetch", daemon=True)
         renewer = threading.Thread(target=self._renew_loop, name="dl-activity-renewer", daemon=True)
-        self._threads.append(renewer)
+        self._threads.extend([fetcher, renewer])
+        fetcher.start()
         renewer.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -96,25 +101,48 @@ class ActivityDispatcher:
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with self._idle:
+            while self._running and time.monotonic() < deadline:
+                self._idle.wait(max(0.0, min(0.05, deadline - time.monotonic())))
 
-    def _run(self) -> None:
+    def _fetch_loop(self) -> None:
         backoff = PollingBackoff(self._settings.min_queue_polling_interval, self._settings.max_queue_polling_interval)
         try:
             while not self._stop.is_set() and not self._faults.dead:
-                messages = self._work_items.get_messages(1, self._settings.work_item_visibility_timeout)
+                if not self._slots.acquire(timeout=0.05):
+                    continue
+                try:
+                    messages = self._work_items.get_messages(1, self._settings.work_item_visibility_timeout)
+                except BaseException:
+                    self._slots.release()
+                    raise
                 if not messages:
+                    self._slots.release()
                     self._stop.wait(backoff.next_delay())
                     continue
                 backoff.reset()
-                try:
-                    self.process(messages[0])
-                except WorkerKilled:
-                    raise
-                except Exception:
-                    # Storage trouble after the run: the message reappears after its visibility timeout.
-                    _log.exception("activity work item %s failed", messages[0].message_id)
+                with self._idle:
+                    self._running += 1
+                self._pool.submit(self._run_one, messages[0])
         except WorkerKilled:
             return
+        except RuntimeError:
+            _log.debug("activity pool closed; fetch loop ends")
+
+    def _run_one(self, message: QueueMessage) -> None:
+        try:
+            self.process(message)
+        except WorkerKilled:
+            return
+        except Exception:
+            # Storage trouble after the run: the message reappears after its visibility timeout.
+            _log.exception("activity work item %s failed", message.message_id)
+        finally:
+            self._slots.release()
+            with self._idle:
+                self._running -= 1
+                self._idle.notify_all()
 
     def process(self, message: QueueMessage) -> None:
         scheduled = message.body.event
