@@ -3,8 +3,9 @@
 The fetch loop dequeues one message at a time, only when a worker slot is free (hidden for
 ``work_item_visibility_timeout``, renewed while the activity runs); a worker calls
 ``registry.activity(name)(input_json)`` and answers the orchestration with ``TaskCompleted`` or
-``TaskFailed`` on its control queue FIRST, then deletes the work item (DTFx ``CompleteTaskActivityWorkItemAsync``). A crash between the two (C9) re-runs the activity and duplicates the
-completion; a crash before the response (C8) re-runs it after the visibility timeout: at-least-once.
+``TaskFailed`` on its control queue FIRST, then deletes the work item (DTFx
+``CompleteTaskActivityWorkItemAsync``). A crash between the two (C9) re-runs the activity and duplicates
+the completion; a crash before the response (C8) re-runs it after the visibility timeout: at-least-once.
 
 TaskFailed carries what the Durable extension's ``TaskActivityShim`` writes for an out-of-proc failure:
 ``Reason = "Activity function '<name>' failed: <friendly message>"`` where the friendly message is the
