@@ -92,6 +92,20 @@ def window(ctx: df.DurableOrchestrationContext) -> Any:
     return sorted(done)
 
 
+def calls_missing(ctx: df.DurableOrchestrationContext) -> Any:
+    try:
+        yield ctx.call_activity("not_registered", None)
+    except Exception as exc:
+        return str(exc)
+    return "no error"
+
+
+def slow_fan_out(ctx: df.DurableOrchestrationContext) -> Any:
+    count = ctx.get_input()
+    results = yield ctx.task_all([ctx.call_activity("sleepy", {"value": i, "seconds": 0.05}) for i in range(count)])
+    return results
+
+
 _NON_DETERMINISTIC_CALLS = Counter[str]()
 
 
@@ -169,6 +183,8 @@ class Activities:
                 "window": window,
                 "changes_its_mind": changes_its_mind,
                 "gated": self.gated,
+                "calls_missing": calls_missing,
+                "slow_fan_out": slow_fan_out,
             }.items()
         }
         activities = {
