@@ -144,6 +144,7 @@ class OrchestrationDispatcher:
         warning = self._not_executable_reason(session)
         if warning is None:
             return True
+        self._repair_instance_row(session)
         discard = [m for m in session.current_batch if m.body.execution_id == session.execution_id]
         keep = [m for m in session.current_batch if m.body.execution_id != session.execution_id]
         if not discard:
@@ -172,6 +173,25 @@ class OrchestrationDispatcher:
         if has_start and status not in _LIVE:
             return f"Instance is {status.display}"
         return None
+
+    def _repair_instance_row(self, session: OrchestrationSession) -> None:
+        """DTFx repairs a stale Instances row of a terminal instance (crash C4 on the final episode)."""
+        completed = next((e for e in reversed(session.history) if event_type(e) is EventType.EXECUTION_COMPLETED), None)
+        if completed is None:
+            return
+        status = RuntimeStatus(int(completed.get("OrchestrationStatus", 0)))
+        row = self._tracking.get_instance(session.instance_id)
+        if row is None or (row.status is status and row.execution_id == session.execution_id):
+            return
+        _log.warning("%s: Instances row says %s, history says %s: repairing", session.instance_id, row.status, status)
+        row.status = status
+        row.execution_id = session.execution_id
+        row.output = completed.get("Result")
+        row.last_updated_time = self._clock.now()
+        row.completed_time = parse_timestamp(str(completed["Timestamp"])) if completed.get("Timestamp") else None
+        self._tracking.update_instance(row)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(session.instance_id)
 
     def _execute(self, session: OrchestrationSession) -> None:
         started = time.perf_counter()

@@ -148,6 +148,19 @@ def test_crash_c4_after_history_before_instance_row_is_repaired(world: World) ->
     assert world.calls("echo:a") == 1
 
 
+def test_crash_c4_on_the_final_episode_terminal_row_is_repaired(world: World) -> None:
+    episodes = iter(range(1, 100))
+    a = _crash(world, CrashPoint.C4_AFTER_HISTORY, when=lambda c: next(episodes) == 4)  # chain: 4 episodes
+    instance_id = a.start_new("chain")
+    _killed(a)
+    stale = world.store.tracking.get_instance(instance_id)
+    assert stale is not None and stale.status is RuntimeStatus.RUNNING  # history already says Completed
+    b = world.engine()
+    # The redelivered completion finds a terminal history: the row is repaired, the messages discarded.
+    assert world.finish(b, instance_id) == (RuntimeStatus.COMPLETED, "abc")
+    assert world.calls("echo:abc") == 1
+
+
 def test_crash_c5_after_instance_row_before_delete_replays_without_side_effects(world: World) -> None:
     a = _crash(world, CrashPoint.C5_AFTER_INSTANCE_UPDATE, activities=False)
     instance_id = a.start_new("chain")
