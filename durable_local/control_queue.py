@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from datetime import timedelta
 
 from durable_local.faults import CrashPoint, FaultInjector
@@ -91,6 +92,7 @@ class ControlQueue:
         self._pending = pending
         self._faults = faults or FaultInjector()
         self._released = threading.Event()
+        self._wakeup = threading.Event()
         self._backoff = PollingBackoff(settings.min_queue_polling_interval, settings.max_queue_polling_interval)
         self.buffer_full_waits = 0
         """How many times a read waited because the buffer threshold was reached (for tests and stats)."""
@@ -178,15 +180,23 @@ class ControlQueue:
     def _stopped(self, stop: threading.Event | None) -> bool:
         return self._released.is_set() or (stop is not None and stop.is_set())
 
+    def wake(self) -> None:
+        """A message was just added to this queue by this process: end the polling back-off now.
+
+        Azure Storage has no such signal (DTFx only polls); in one process it removes polling latency without
+        changing what is delivered (visibility still decides).
+        """
+        self._wakeup.set()
+
     def _wait(self, seconds: float, stop: threading.Event | None) -> None:
-        # Real-time wait that a release (or engine stop) cuts short. Not the Clock: a ManualClock's sleep
-        # would advance message visibility, which must move only when a test says so.
-        if stop is None:
-            self._released.wait(seconds)
-            return
-        deadline = seconds
-        step = min(0.05, seconds) if seconds > 0 else 0
-        waited = 0.0
-        while waited < deadline and not self._stopped(stop):
-            self._released.wait(step)
-            waited += step
+        # Real-time wait that a release, an engine stop or a wake-up cuts short. Not the Clock: a ManualClock's
+        # sleep would advance message visibility, which must move only when a test says so.
+        deadline = time.monotonic() + seconds
+        while not self._stopped(stop):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self._wakeup.wait(min(remaining, 0.05)):
+                self._wakeup.clear()
+                self._backoff.reset()
+                return

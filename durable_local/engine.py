@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,9 +27,9 @@ from durable_local.control_queue import ControlQueue, PendingMessageTracker
 from durable_local.dispatch import ActivityDispatcher, EngineCounters, EventHook, OrchestrationDispatcher
 from durable_local.engine_api import InstanceStatus
 from durable_local.faults import FaultInjector, GuardedQueueService, GuardedTrackingStore
-from durable_local.model import FunctionRegistry, RuntimeStatus, SchedulingMode
+from durable_local.model import FunctionRegistry, RuntimeStatus, SchedulingMode, TaskMessage
 from durable_local.partitioning import control_queue_name, partition_index, work_item_queue_name
-from durable_local.ports import Clock, InstanceQuery, Queue
+from durable_local.ports import Clock, InstanceQuery, Queue, QueueMessage
 from durable_local.sessions import OrchestrationSessionManager
 from durable_local.settings import EngineSettings
 from durable_local.storage import StoreBundle
@@ -76,10 +77,14 @@ class Engine:
         self._started = False
         self._stopped = False
         self._pending = PendingMessageTracker()
+        self._wakers: dict[str, Callable[[], None]] = {}
         self._control_queues: list[Queue] = [
-            self._queues.get_queue(control_queue_name(base.hub_name, i)) for i in range(base.partition_count)
+            _WakingQueue(self._queues.get_queue(control_queue_name(base.hub_name, i)), self._wakers)
+            for i in range(base.partition_count)
         ]
-        self._work_items = self._queues.get_queue(work_item_queue_name(base.hub_name))
+        self._work_items: Queue = _WakingQueue(
+            self._queues.get_queue(work_item_queue_name(base.hub_name)), self._wakers
+        )
         self.sessions = OrchestrationSessionManager(
             base, self._tracking, self.clock, pending=self._pending, faults=self.faults
         )
@@ -139,7 +144,9 @@ class Engine:
             control = ControlQueue(
                 queue, partition=index, settings=self.settings, pending=self._pending, faults=self.faults
             )
+            self._wakers[queue.name] = control.wake
             self.sessions.add_queue(queue.name, control)
+        self._wakers[self._work_items.name] = self._activities.wake
         self._orchestrations.start()
         if run_activities:
             self._activities.start()
@@ -240,6 +247,41 @@ class Engine:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop(drain_timeout=self.settings.drain_timeout.total_seconds())
+
+
+class _WakingQueue:
+    """A queue that, after an immediately visible ``add``, wakes this worker's reader of that queue.
+
+    Polling stays the delivery mechanism (as in Azure Storage); the wake-up only cuts the back-off short.
+    """
+
+    def __init__(self, inner: Queue, wakers: dict[str, Callable[[], None]]) -> None:
+        self._inner = inner
+        self._wakers = wakers
+
+    @property
+    def name(self) -> str:
+        return self._inner.name
+
+    def add(self, message: TaskMessage, *, visibility_delay: timedelta = timedelta(0)) -> str:
+        message_id = self._inner.add(message, visibility_delay=visibility_delay)
+        if visibility_delay <= timedelta(0):
+            waker = self._wakers.get(self._inner.name)
+            if waker is not None:
+                waker()
+        return message_id
+
+    def get_messages(self, max_count: int, visibility_timeout: timedelta) -> list[QueueMessage]:
+        return self._inner.get_messages(max_count, visibility_timeout)
+
+    def delete(self, message_id: str, pop_receipt: str) -> None:
+        self._inner.delete(message_id, pop_receipt)
+
+    def update_visibility(self, message_id: str, pop_receipt: str, visibility_timeout: timedelta) -> QueueMessage:
+        return self._inner.update_visibility(message_id, pop_receipt, visibility_timeout)
+
+    def approximate_count(self) -> int:
+        return self._inner.approximate_count()
 
 
 def _with_mode(settings: EngineSettings, mode: SchedulingMode) -> EngineSettings:

@@ -85,6 +85,7 @@ class ActivityDispatcher:
         self._slots = threading.BoundedSemaphore(settings.max_concurrent_activities)
         self._pool = ThreadPoolExecutor(settings.max_concurrent_activities, thread_name_prefix="dl-activity")
         self._idle = threading.Condition()
+        self._wakeup = threading.Event()
         self._running = 0
 
     def start(self) -> None:
@@ -99,6 +100,7 @@ class ActivityDispatcher:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop taking work; wait up to ``timeout`` for running activities to finish."""
         self._stop.set()
+        self._wakeup.set()
         deadline = time.monotonic() + timeout
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -106,6 +108,10 @@ class ActivityDispatcher:
         with self._idle:
             while self._running and time.monotonic() < deadline:
                 self._idle.wait(max(0.0, min(0.05, deadline - time.monotonic())))
+
+    def wake(self) -> None:
+        """A work item was just added by this process: end the polling back-off now (see ControlQueue.wake)."""
+        self._wakeup.set()
 
     def _fetch_loop(self) -> None:
         backoff = PollingBackoff(self._settings.min_queue_polling_interval, self._settings.max_queue_polling_interval)
@@ -120,7 +126,9 @@ class ActivityDispatcher:
                     raise
                 if not messages:
                     self._slots.release()
-                    self._stop.wait(backoff.next_delay())
+                    if self._wakeup.wait(backoff.next_delay()):
+                        self._wakeup.clear()
+                        backoff.reset()
                     continue
                 backoff.reset()
                 with self._idle:
