@@ -55,6 +55,14 @@ _AADSTS_SETTINGS: dict[str, tuple[str, str]] = {
     "AADSTS700024": ("certificate_path", "the client assertion is outside its validity window"),
     "AADSTS7000274": ("certificate_thumbprint", "the certificate thumbprint is not registered for the app"),
 }
+# Where the collector app takes each adapter setting from, so a failure names what the operator must change.
+_APP_SETTINGS = {
+    "client_secret": "AUDIT_CLIENT_SECRET",
+    "client_id": "AUDIT_CLIENT_ID",
+    "certificate_path": "AUDIT_CERTIFICATE_PATH",
+    "certificate_thumbprint": "AUDIT_CERTIFICATE_THUMBPRINT",
+    "tenant_id": "the request's tenantId",
+}
 _AADSTS_RE = re.compile(r"AADSTS\d+")
 
 
@@ -105,7 +113,9 @@ def _auth_error_from_text(text: str, *, default_setting: str) -> AuthenticationE
     match = _AADSTS_RE.search(text)
     code = match.group(0) if match else None
     setting, hint = _AADSTS_SETTINGS.get(code or "", (default_setting, "sign-in was rejected"))
-    return AuthenticationError(f"{code or 'authentication failed'}: {hint}; check setting {setting}")
+    where = _APP_SETTINGS.get(setting)
+    named = f"{setting} ({where})" if where else setting
+    return AuthenticationError(f"{code or 'authentication failed'}: {hint}; check setting {named}")
 
 
 class MsalTokenProvider:

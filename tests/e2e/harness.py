@@ -1,0 +1,189 @@
+"""The end-to-end rig: the M365 emulator (HTTPS, msal + requests against it) and this repository's function app served
+by ``python -m durable_local serve`` (SHIM mode, the default) in a subprocess, talked to over real loopback HTTP.
+
+Everything runs with short settings (polling, retry bases, HTTP retry waits) so nothing sleeps through a back-off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from m365_emulator import Emulator
+
+REPO = Path(__file__).resolve().parents[2]
+TENANT = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
+CLIENT = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a"
+SECRET = "e2e-acceptance-secret"
+START = datetime(2024, 6, 3, tzinfo=UTC)
+TERMINAL = ("Completed", "Failed", "Terminated")
+WEBHOOKS = "/runtime/webhooks/durabletask"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def base_env(emulator: Emulator, output: Path) -> dict[str, str]:
+    """Collector settings pointing at the emulator, with every wait short."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PYTHONUNBUFFERED": "1",
+        "AUDIT_CLIENT_ID": CLIENT,
+        "AUDIT_CLIENT_SECRET": SECRET,
+        "AUDIT_AUTHORITY_HOST": emulator.authority_host,
+        "AUDIT_GRAPH_BASE_URL": emulator.graph_base_url,
+        "AUDIT_EXCHANGE_BASE_URL": emulator.exchange_base_url,
+        "AUDIT_CA_BUNDLE": str(emulator.ca_bundle),
+        "AUDIT_MAX_RETRY_WAIT_SECONDS": "0.05",
+        "OUTPUT_FOLDER": str(output),
+        "COLLECTOR_RETENTION_DAYS": "3650",
+        "COLLECTOR_POLL_INTERVAL_SECONDS": "0.1",
+        "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "0.2",
+        "COLLECTOR_RETRY_BASE_SECONDS": "0.1",
+        "COLLECTOR_RETRY_MAX_SECONDS": "0.5",
+        "COLLECTOR_CHUNKS_PER_EXECUTION": "10",
+    }
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # would override the emulator's CA for msal
+        env.pop(name, None)
+    return env
+
+
+@dataclass
+class Host:
+    """A running local host: its base URL, output folder and log."""
+
+    base: str
+    output: Path
+    log: Path
+
+    # -- the collections API ------------------------------------------------------------------------------------
+    def post(self, body: Any, *, raw: bytes | None = None) -> requests.Response:
+        if raw is not None:
+            return requests.post(f"{self.base}/api/collections", data=raw, timeout=30)
+        return requests.post(f"{self.base}/api/collections", json=body, timeout=30)
+
+    def post_path(self, path: str) -> requests.Response:
+        return requests.post(f"{self.base}{path}", timeout=30)
+
+    def summary(self, collection_id: str) -> dict[str, Any]:
+        response = requests.get(f"{self.base}/api/collections/{collection_id}", timeout=30)
+        return response.json()  # type: ignore[no-any-return]
+
+    def wait(self, collection_id: str, *, limit_seconds: float = 240.0) -> dict[str, Any]:
+        """Follows the summary until the collection ends (a bound on a hung run, not a speed assertion)."""
+        deadline = time.monotonic() + limit_seconds
+        summary: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            summary = self.summary(collection_id)
+            if summary.get("runtimeStatus") in TERMINAL:
+                return summary
+            time.sleep(0.25)
+        raise AssertionError(f"collection {collection_id} never finished: {summary}\n{self.log_tail()}")
+
+    # -- the Durable management API -----------------------------------------------------------------------------
+    def instances(self) -> list[dict[str, Any]]:
+        """Every instance, through the Durable list API (following continuation tokens)."""
+        found: list[dict[str, Any]] = []
+        headers: dict[str, str] = {}
+        while True:
+            response = requests.get(f"{self.base}{WEBHOOKS}/instances", headers=headers, timeout=30)
+            assert response.status_code == 200, response.text
+            found += response.json()
+            token = response.headers.get("x-ms-continuation-token")
+            if not token:
+                return found
+            headers = {"x-ms-continuation-token": token}
+
+    def status(self, instance_id: str, *, history: bool = False) -> dict[str, Any]:
+        params = {"showHistory": "true", "showInput": "false"} if history else {}
+        response = requests.get(f"{self.base}{WEBHOOKS}/instances/{instance_id}", params=params, timeout=30)
+        return response.json()  # type: ignore[no-any-return]
+
+    # -- output -------------------------------------------------------------------------------------------------
+    def chunk_ids(self, collection_id: str) -> list[str]:
+        """Record ids of every chunk object of a collection written to the output folder (in file order)."""
+        ids: list[str] = []
+        for path in sorted((self.output / TENANT / collection_id / "chunks").glob("*.jsonl")):
+            if not path.name.endswith(".quarantine.jsonl"):
+                ids += [json.loads(line)["id"] for line in path.read_text().splitlines()]
+        return ids
+
+    def manifest(self, collection_id: str) -> dict[str, Any]:
+        return json.loads((self.output / TENANT / collection_id / "manifest.json").read_text())  # type: ignore[no-any-return]
+
+    def written_files(self) -> list[Path]:
+        return [p for p in self.output.rglob("*") if p.is_file()] if self.output.exists() else []
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+@contextmanager
+def serve(emulator: Emulator, workdir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Host]:
+    """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess."""
+    port = free_port()
+    output = workdir / "output"
+    env = {**base_env(emulator, output), **(extra_env or {})}
+    log_path = workdir / "host.log"
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", str(port)]
+    command += ["--store", "memory", "--max-polling-interval", "0.02", "--drain-timeout", "5"]
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
+    host = Host(f"http://127.0.0.1:{port}", output, log_path)
+    try:
+        _wait_listening(process, port, log_path)
+        yield host
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        if os.environ.get("COLLECTOR_E2E_LOG"):
+            print(log_path.read_text(errors="replace"))
+
+
+def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"host exited early:\n{log_path.read_text(errors='replace')}")
+        try:
+            requests.get(f"http://127.0.0.1:{port}/admin/host/status", timeout=1)
+            return
+        except requests.RequestException:
+            time.sleep(0.05)
+    raise RuntimeError(f"host never listened:\n{log_path.read_text(errors='replace')}")
+
+
+def body(end: datetime, *, start: datetime = START, interval: int = 60, k: int = 2, **extra: Any) -> dict[str, Any]:
+    """A valid collection request over [start, end)."""
+    return {
+        "tenantId": TENANT,
+        "startDate": start.isoformat(),
+        "endDate": end.isoformat(),
+        "intervalMinutes": interval,
+        "maxConcurrency": k,
+        **extra,
+    }
