@@ -220,5 +220,6 @@ class ActivityDispatcher:
                             continue
                         entry.message.pop_receipt = updated.pop_receipt
                         entry.renewed_at = now
+                        self._counters.add("activity_renewals")
         except WorkerKilled:
             return

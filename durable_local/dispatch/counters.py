@@ -28,6 +28,7 @@ class _Values:
     out_of_order_abandoned: int = 0
     discarded_messages: int = 0
     episode_errors: int = 0
+    activity_renewals: int = 0
 
 
 class EngineCounters:
@@ -87,4 +88,5 @@ class EngineCounters:
                 "out_of_order_abandoned": v.out_of_order_abandoned,
                 "discarded_messages": v.discarded_messages,
                 "episode_errors": v.episode_errors,
+                "activity_renewals": v.activity_renewals,
             }

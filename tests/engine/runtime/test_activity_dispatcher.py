@@ -55,11 +55,11 @@ def test_running_activity_visibility_is_renewed(engines: list[Engine], activitie
     engine = _engine(engines, activities, open_memory_store(clock), clock)
     instance_id = engine.start_new("fan_out", input_json=client_input(1))
     assert wait_until(lambda: engine.stats()["activities_in_flight"] == 1)
-    # Well past the 5-minute visibility timeout, in steps shorter than half of it: the renewer keeps the
-    # work item hidden, so no second copy of the activity starts.
-    for _ in range(6):
-        clock.advance(timedelta(minutes=2))
-        assert wait_until(lambda: True, timeout=0.1)
+    # Well past the 5-minute visibility timeout, in steps longer than half of it: after each step the renewer
+    # extends the hidden work item, so no second copy of the activity ever starts.
+    for step in range(1, 5):
+        clock.advance(timedelta(minutes=3))
+        assert wait_until(lambda step=step: engine.stats()["activity_renewals"] >= step)
         assert engine.stats()["activity_executions"] == {"square": 1}
     activities.gate.set()
     status = engine.wait_for_completion(instance_id, 10)
