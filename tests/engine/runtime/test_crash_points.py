@@ -355,3 +355,24 @@ def test_worker_killed_is_not_swallowed_and_stops_io(world: World) -> None:
     with pytest.raises(WorkerKilled):
         engine.start_new("chain")
     assert world.store.tracking.get_instance("x") is None
+
+
+def test_message_for_unknown_instance_is_discarded(world: World) -> None:
+    engine = world.engine()
+    queue = engine.control_queue_for("ghost")
+    queue.add(TaskMessage("ghost", None, event_raised(timestamp=world.clock.now(), name="x", input=None)))
+    assert world.pump_until(lambda: queue.approximate_count() == 0)
+    assert engine.stats()["discarded_messages"] == 1  # "No such instance": deleted, nothing created
+    assert world.store.tracking.get_instance("ghost") is None
+
+
+def test_zombie_response_discarded_after_five_out_of_order_dequeues(world: World) -> None:
+    faults = FaultInjector()
+    engine = world.engine(faults)
+    queue = engine.control_queue_for("zombie")
+    response = task_completed(timestamp=world.clock.now(), task_scheduled_id=0, result=None)
+    queue.add(TaskMessage("zombie", "gone-execution", response))
+    assert world.pump_until(lambda: queue.approximate_count() == 0, step=10)
+    # Dequeues 1..5 get the benefit of the doubt (abandoned as out-of-order); the 6th is a zombie: deleted.
+    assert faults.hits(CrashPoint.C7_OUT_OF_ORDER_MESSAGE) == 5
+    assert engine.stats()["discarded_messages"] == 1

@@ -288,6 +288,21 @@ def test_messages_merged_into_active_session(store, settings, queues) -> None:
         manager.shutdown()
 
 
+def test_ready_batch_of_the_active_execution_is_merged_into_the_session(store, settings, queues) -> None:
+    queues.put(start_message("i1", "e1"))
+    queues.put(start_message("i1", "e1"))  # a duplicate start opens a second batch for the same execution
+    manager = _manager(store, settings, queues)
+    try:
+        manager.add_messages_to_pending(queues.control, queues.read())
+        session = manager.get_next_session(timeout=5)
+        assert session is not None
+        assert manager.get_next_session(timeout=0.2) is None  # merged, not a second session
+        assert len(session.pending_messages) == 1
+        assert manager.get_stats().pending_instances == 0
+    finally:
+        manager.shutdown()
+
+
 def test_other_generation_requeued_with_delay(store, queues) -> None:
     settings = fast_settings(requeue_delay=timedelta(milliseconds=300))
     queues.put(completed_message("i1", "e1", 0))
