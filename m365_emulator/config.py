@@ -146,6 +146,9 @@ class FaultConfig:
     fails permanently while the others succeed); Exchange calls over such a window answer 400."""
     create_then_5xx_count: int = 0
     """The next N Graph create calls create the query and then answer 503 (a lost response); counts down to 0."""
+    deny_graph_methods: frozenset[str] = frozenset()
+    """Graph calls with these HTTP methods answer a permanent 403 (Authorization_RequestDenied), as when a permission
+    or role is withdrawn for some operations mid-run (e.g. {"GET"}: polls and pages denied, deletes still allowed)."""
     apis: frozenset[str] = frozenset({"graph", "exchange"})
     """Which APIs the random 429/5xx/403 faults apply to."""
 
@@ -182,7 +185,7 @@ class EmulatorConfig:
                 app["graph_permissions"] = tuple(app["graph_permissions"])
             apps.append(AppRegistration(**app))
         faults = dict(data.get("faults", {}))
-        for key in ("malformed_record_ids", "apis"):
+        for key in ("malformed_record_ids", "apis", "deny_graph_methods"):
             if key in faults:
                 faults[key] = frozenset(faults[key])
         if "fail_query_windows" in faults:

@@ -216,6 +216,8 @@ class Emulator:
             denied = self.exchange.authorize(request, claims.roles, app is not None and app.exchange_role)
         else:
             denied = self.graph.authorize(request, claims.roles)
+            if denied is None and request.method in self.faults.deny_graph_methods:
+                denied = self.graph.authorize(request, ())
         if denied is not None:
             return denied
         fault = self._injector.draw(api)

@@ -261,6 +261,8 @@ class ExchangeAuditClient:
                 raise TransientApiError(
                     f"session {cursor.session_id} ended at index {cursor.next_index - 1} of {cursor.result_count}"
                 )
+            if cursor.limit is not None:
+                rows = rows[: max(0, cursor.limit - cursor.next_index + 1)]  # a block may straddle the cap
             first = cursor.result_count is None
             cursor.accept(rows)
             if first and cursor.result_count is not None and not up_to_cap:

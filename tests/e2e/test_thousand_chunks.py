@@ -23,7 +23,7 @@ from tests.e2e.harness import START, TENANT, Host, body, serve
 CHUNKS = 1000
 PER_EXECUTION = 50
 K = 5
-EVENTS_PER_CHUNK = 6
+EVENTS_PER_CHUNK = 4
 """Shown events per chunk: TaskCompleted (scheduling folded in) plus the already-due "nudge" timers
 (TimerCreated + TimerFired) of the yields around it, with room for a retry."""
 SLACK = 20

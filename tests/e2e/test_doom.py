@@ -1,0 +1,73 @@
+"""A permanent problem that dooms every chunk (bad secret, missing Graph permission) stops the collection early:
+status Failed, a reason naming the setting or permission, and no Graph query left behind."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from m365_emulator import AppRegistration, EmulatorConfig
+from tests.e2e.conftest import MakeEmulator
+from tests.e2e.harness import CLIENT, SECRET, START, TENANT, body, serve
+
+CHUNKS = 12
+
+
+def _check_stopped_early(summary: dict[str, object]) -> None:
+    assert summary["status"] == "Failed", summary
+    progress = summary["progress"]
+    assert isinstance(progress, dict)
+    assert progress["completed"] == 0
+    # Stopped early: at most the K lanes already in flight ended; the rest were never started.
+    assert progress["failed"] <= 3 < CHUNKS
+
+
+def test_bad_client_secret_fails_the_collection_naming_the_setting(make_emulator: MakeEmulator, tmp_path: Path) -> None:
+    emulator = make_emulator()
+    end = START + timedelta(hours=CHUNKS)
+    with serve(emulator, tmp_path, {"AUDIT_CLIENT_SECRET": "not-the-secret"}) as host:
+        assert host.post(body(end, interval=60, k=3, collectionId="badsecret")).status_code == 202
+        summary = host.wait("badsecret")
+    _check_stopped_early(summary)
+    reason = summary["reason"]
+    assert isinstance(reason, dict) and reason["kind"] == "authentication"
+    assert "AUDIT_CLIENT_SECRET" in reason["message"] and "not-the-secret" not in reason["message"]
+    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == 0
+
+
+def test_missing_graph_permission_fails_the_collection_naming_it(make_emulator: MakeEmulator, tmp_path: Path) -> None:
+    emulator = make_emulator(register=False)
+    emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET, graph_permissions=()))
+    end = START + timedelta(hours=CHUNKS)
+    with serve(emulator, tmp_path) as host:
+        assert host.post(body(end, interval=60, k=3, collectionId="noperm")).status_code == 202
+        summary = host.wait("noperm")
+    _check_stopped_early(summary)
+    reason = summary["reason"]
+    assert isinstance(reason, dict) and reason["kind"] == "permission"
+    assert "AuditLogsQuery.Read.All" in reason["message"]
+    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT]
+
+
+def test_permission_revoked_mid_run_stops_and_deletes_the_queries_in_flight(
+    make_emulator: MakeEmulator, tmp_path: Path
+) -> None:
+    """Queries exist when the doom arrives (their status polls are denied): each is still deleted afterwards."""
+
+    def slow_queries(config: EmulatorConfig) -> None:
+        config.graph.completion_delay_seconds = 30.0
+
+    emulator = make_emulator(configure=slow_queries)
+    end = START + timedelta(hours=CHUNKS)
+    with serve(emulator, tmp_path) as host:
+        assert host.post(body(end, interval=60, k=3, collectionId="revoked")).status_code == 202
+        for _ in range(400):  # wait until three queries are live (bounded; each summary call is a real round trip)
+            if emulator.stats.queries_created[TENANT] >= 3:
+                break
+            host.summary("revoked")
+        assert emulator.stats.queries_created[TENANT] == 3
+        emulator.faults.deny_graph_methods = frozenset({"GET"})  # polls now answer a permanent 403
+        summary = host.wait("revoked")
+    _check_stopped_early(summary)
+    assert summary["reason"]["kind"] == "permission"
+    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == 3
