@@ -22,9 +22,10 @@ from datetime import timedelta
 
 from durable_local.control_queue import ControlQueue, PendingMessageTracker
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
-from durable_local.history import event_type, execution_terminated, parse_timestamp
-from durable_local.model import EventType, InstanceRecord, RuntimeStatus
+from durable_local.history import event_type, execution_terminated
+from durable_local.model import EventType, InstanceRecord
 from durable_local.ports import Clock, QueueMessage, TrackingStore
+from durable_local.session_dedupe import Verdict, dedupe_verdict
 from durable_local.session_types import OrchestrationSession, PendingMessageBatch, SessionStats
 from durable_local.settings import EngineSettings
 
@@ -202,36 +203,9 @@ class OrchestrationSessionManager:
         dropped = {id(m) for m in to_defer} | {id(m) for m in to_discard}
         return [m for m in messages if id(m) not in dropped]
 
-    def dedupe_verdict(self, message: QueueMessage, remote: InstanceRecord | None) -> str:
+    def dedupe_verdict(self, message: QueueMessage, remote: InstanceRecord | None) -> Verdict:
         """``"keep"``, ``"discard"`` or ``"defer"`` for one top-level ExecutionStarted (the seed's rules)."""
-        local_execution = (message.body.execution_id or "").lower()
-        if remote is not None and (remote.execution_id is None or local_execution == remote.execution_id.lower()):
-            # Happy path: the message matches the Instances row (or the row predates execution ids).
-            return "keep"
-        generation = int(message.body.event.get("Generation") or 0)
-        if remote is not None and generation == remote.generation and self._scheduled_after_update(message, remote):
-            # Scheduled after the row was written: starts are always enqueued before the row, so redundant.
-            return "discard"
-        if message.dequeue_count >= 10:
-            # Tried and failed repeatedly: the client most likely never wrote the row (and saw the failure).
-            return "discard"
-        # Unknown yet (the row may still be on its way): abandon and look again later.
-        return "defer"
-
-    def _scheduled_after_update(self, message: QueueMessage, remote: InstanceRecord) -> bool:
-        """The seed's ``IsScheduledAfterInstanceUpdate``."""
-        timestamp = message.body.event.get("Timestamp")
-        if (
-            timestamp
-            and remote.created_time < parse_timestamp(str(timestamp))
-            and remote.status is RuntimeStatus.PENDING
-        ):
-            return True
-        if message.dequeue_count <= 1:
-            # Only a re-inserted message has a re-insertion time to compare.
-            return False
-        reinserted = message.next_visible_on - self._settings.control_queue_visibility_timeout
-        return reinserted > remote.created_time
+        return dedupe_verdict(message, remote, self._settings.control_queue_visibility_timeout)
 
     # ------------------------------------------------------------------------------------------------
     # Pending batches
