@@ -118,6 +118,10 @@ class ExchangeSettings:
     session_cap: int = 50_000
     max_concurrent_sessions: int = 3
     concurrency_retry_after_seconds: int = 1
+    latency_seconds: float = 0.0
+    """Time every InvokeCommand call takes (counted as in flight), plus ``latency_jitter_seconds``."""
+    latency_jitter_seconds: float = 0.0
+    """Extra per-call latency in [0, jitter), a stable function of the call's StartDate/EndDate (varied chunks)."""
 
 
 @dataclass

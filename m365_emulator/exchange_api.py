@@ -8,6 +8,7 @@ Exchange PowerShell throttling of concurrent commands), not per open session.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import threading
@@ -140,13 +141,31 @@ class ExchangeApi:
             )
             return api_error(429, "TooManyRequests", message, retry_after=wait, request=request)
         self.stats.set_concurrency(key, running + 1)
+        call_id = str(uuid.uuid4())
+        self.stats.log_query(tenant_id, "created", call_id, "exchange")
         try:
+            self._wait_latency(request)
             return self._invoke(request, tenant_id)
         finally:
+            self.stats.log_query(tenant_id, "deleted", call_id, "exchange")
             with self._lock:
                 self._in_flight[tenant_id] -= 1
                 now = self._in_flight[tenant_id]
             self.stats.set_concurrency(key, now)
+
+    def _wait_latency(self, request: Request) -> None:
+        """Sleep the configured call latency; the jitter is a stable draw per (StartDate, EndDate)."""
+        s = self.settings
+        delay = s.latency_seconds
+        if s.latency_jitter_seconds > 0:
+            try:
+                params = json.loads(request.body or b"{}")["CmdletInput"].get("Parameters") or {}
+                key = f"{params.get('StartDate')}|{params.get('EndDate')}".encode()
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+                key = b""
+            delay += s.latency_jitter_seconds * int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
+        if delay > 0:
+            time.sleep(delay)
 
     def _invoke(self, request: Request, tenant_id: str) -> Reply:
         try:

@@ -18,12 +18,16 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True)
 class QueryEvent:
-    """One step of a Graph query's life as the server saw it (``moment`` is ``time.monotonic()``)."""
+    """One step of a Graph query's life, or the start/end of an Exchange call, as the server saw it.
+
+    ``moment`` is ``time.monotonic()``; Exchange calls log "created" when they start and "deleted" when they end.
+    """
 
     moment: float
     tenant_id: str
     kind: str  # "created" | "deleted"
     query_id: str
+    api: str = "graph"
 
 
 @dataclass
@@ -62,18 +66,18 @@ class Stats:
         with self.lock:
             counter[key] += amount
 
-    def log_query(self, tenant_id: str, kind: str, query_id: str) -> None:
+    def log_query(self, tenant_id: str, kind: str, query_id: str, api: str = "graph") -> None:
         with self.lock:
-            self.query_events.append(QueryEvent(time.monotonic(), tenant_id, kind, query_id))
+            self.query_events.append(QueryEvent(time.monotonic(), tenant_id, kind, query_id, api))
 
-    def live_timeline(self, tenant_id: str) -> list[tuple[float, int]]:
+    def live_timeline(self, tenant_id: str, api: str = "graph") -> list[tuple[float, int]]:
         """(moment, queries created and not yet deleted) after each create/delete of the tenant, in time order.
 
         A collector lane holds its query from create to delete, so this is the number of chunks in flight as the
-        server sees them (independent of how long the query itself runs).
+        server sees them (independent of how long the query itself runs). For ``api="exchange"``: calls in flight.
         """
         with self.lock:
-            events = [e for e in self.query_events if e.tenant_id == tenant_id]
+            events = [e for e in self.query_events if e.tenant_id == tenant_id and e.api == api]
         live: set[str] = set()
         timeline: list[tuple[float, int]] = []
         for event in events:

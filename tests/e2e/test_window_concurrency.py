@@ -1,7 +1,10 @@
 """Issue 6, item 2: under SHIM mode the sliding window keeps exactly K chunks in flight, measured at the emulator.
 
-"In flight" is what the server sees: a chunk's Graph query from its creation to its deletion (the lane holds its slot
-from submit to delete). Chunk latencies vary per query (the emulator's ``completion_jitter_seconds``).
+"In flight" is what the server sees. Graph: a chunk's query from its creation to its deletion (the lane holds its slot
+from submit to delete). Exchange: InvokeCommand calls in flight (a chunk is one activity making a probe call and a
+session call). Chunk latencies vary per window (the emulator's ``completion_jitter_seconds`` /
+``latency_jitter_seconds``). Exchange is the source where a window that lets the extension's shim block on a WhenAny
+of long activities collapses towards one chunk in flight; Graph lanes take short steps, so both are measured.
 """
 
 from __future__ import annotations
@@ -33,10 +36,14 @@ def mean_before_tail(timeline: list[tuple[float, int]]) -> float:
 def _latencies(config: EmulatorConfig) -> None:
     config.graph.completion_delay_seconds = 2.5
     config.graph.completion_jitter_seconds = 3.0  # each chunk's query runs 2.5..5.5 s, a stable draw per window
+    config.exchange.latency_seconds = 1.25
+    config.exchange.latency_jitter_seconds = 1.5  # two calls per chunk: 2.5..5.5 s, a stable draw per window
+    config.exchange.max_concurrent_sessions = 5
 
 
+@pytest.mark.parametrize("source", ["graph", "exchange"])
 @pytest.mark.parametrize("k", [1, 2, 3, 5])
-def test_window_holds_k_at_the_emulator(make_emulator: MakeEmulator, tmp_path: Path, k: int) -> None:
+def test_window_holds_k_at_the_emulator(make_emulator: MakeEmulator, tmp_path: Path, k: int, source: str) -> None:
     emulator = make_emulator(records_per_hour=30.0, configure=_latencies)
     chunks = 2 * k + 2  # every lane is refilled at least twice
     end = START + timedelta(hours=chunks)
@@ -48,19 +55,24 @@ def test_window_holds_k_at_the_emulator(make_emulator: MakeEmulator, tmp_path: P
         "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "0.8",
     }
     with serve(emulator, tmp_path, env) as host:
-        assert host.post(body(end, interval=60, k=k, collectionId=f"k{k}")).status_code == 202
+        assert host.post(body(end, interval=60, k=k, source=source, collectionId=f"k{k}")).status_code == 202
         summary = host.wait(f"k{k}")
     assert summary["status"] == "Completed", summary
     assert sorted(host.chunk_ids(f"k{k}")) == sorted(emulator.ground_truth_ids(TENANT, START, end))
 
-    timeline = emulator.stats.live_timeline(TENANT)
-    assert sum(1 for (_, live), (_, before) in zip(timeline[1:], timeline, strict=False) if live > before) + 1 == chunks
+    timeline = emulator.stats.live_timeline(TENANT, source)
+    starts = sum(1 for (_, live), (_, before) in zip(timeline[1:], timeline, strict=False) if live > before) + 1
+    assert starts == (chunks if source == "graph" else 2 * chunks)  # Exchange: a count probe + one session page
     peak = max(live for _, live in timeline)
     mean = mean_before_tail(timeline)
-    print(f"K={k}: {chunks} chunks, peak in flight {peak}, mean in flight before the tail {mean:.2f} ({mean / k:.0%})")
+    print(
+        f"{source} K={k}: {chunks} chunks, peak in flight {peak}, mean in flight before the tail {mean:.2f} "
+        f"({mean / k:.0%})"
+    )
     assert peak == k
     assert mean >= 0.9 * k
-    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == chunks
+    assert emulator.stats.peak_concurrency[(TENANT, source)] <= k
+    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT]
 
 
 def test_mean_before_tail_weights_by_time() -> None:

@@ -78,3 +78,15 @@ def test_live_timeline_counts_created_and_not_deleted(graph: requests.Session, e
     assert [live for _, live in timeline] == [1, 2, 1, 0]
     assert [m for m, _ in timeline] == sorted(m for m, _ in timeline)
     assert emu.stats.live_timeline("00000000-0000-0000-0000-000000000000") == []
+
+
+def test_exchange_calls_take_the_latency_and_are_logged_in_flight(exo: requests.Session, emu: Emulator) -> None:
+    emu.config.exchange.latency_seconds = 0.05
+    emu.config.exchange.latency_jitter_seconds = 0.1
+    assert search(exo, emu, T0, T0 + timedelta(hours=1), SessionId="a").status_code == 200
+    assert search(exo, emu, T0 + timedelta(hours=1), T0 + timedelta(hours=2), SessionId="b").status_code == 200
+    timeline = emu.stats.live_timeline(TENANT, "exchange")
+    assert [live for _, live in timeline] == [1, 0, 1, 0]
+    durations = [timeline[1][0] - timeline[0][0], timeline[3][0] - timeline[2][0]]
+    assert all(d >= 0.05 for d in durations)  # a lower bound only: the call slept at least the base latency
+    assert emu.stats.live_timeline(TENANT) == []  # Graph's timeline is separate
