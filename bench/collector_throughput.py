@@ -20,8 +20,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator  # noqa: E402
-from tests.e2e.harness import CLIENT, SECRET, START, TENANT, body, serve  # noqa: E402
+from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
+from tests.e2e.harness import CLIENT, SECRET, START, TENANT, body, serve
 
 
 def run_once(k: int, args: argparse.Namespace) -> tuple[float, int, int]:
