@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -376,3 +377,19 @@ def test_zombie_response_discarded_after_five_out_of_order_dequeues(world: World
     # Dequeues 1..5 get the benefit of the doubt (abandoned as out-of-order); the 6th is a zombie: deleted.
     assert faults.hits(CrashPoint.C7_OUT_OF_ORDER_MESSAGE) == 5
     assert engine.stats()["discarded_messages"] == 1
+
+
+def test_stop_drains_the_running_episode_before_returning(world: World) -> None:
+    faults = FaultInjector()
+    world.activities.orchestrator_gate.clear()
+    engine = world.engine(faults)
+    instance_id = engine.start_new("gated")
+    assert world.activities.orchestrator_entered.wait(10)
+    opener = threading.Timer(0.1, world.activities.orchestrator_gate.set)
+    opener.start()
+    engine.stop(drain_timeout=10)
+    assert faults.hits(CrashPoint.C15_DRAIN_TIMEOUT) == 0
+    # The episode finished its checkpoint during the drain: the activity is in history, the row is not Pending.
+    history = world.store.tracking.get_history(instance_id).events
+    assert [e["Name"] for e in history if e["EventType"] == 4] == ["echo"]
+    assert world.store.tracking.get_instance(instance_id).status is not RuntimeStatus.PENDING  # type: ignore[union-attr]
