@@ -96,6 +96,15 @@ def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime
     return start, end, flt, size
 
 
+def _window_key(request: Request) -> str:
+    """``StartDate|EndDate`` of a call (what one collector chunk searches); "" when the body is unreadable."""
+    try:
+        params = json.loads(request.body or b"{}")["CmdletInput"].get("Parameters") or {}
+        return f"{params.get('StartDate')}|{params.get('EndDate')}"
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return ""
+
+
 class ExchangeApi:
     def __init__(
         self, tenants: Mapping[str, TenantSpec], settings: ExchangeSettings, faults: FaultInjector, stats: Stats
@@ -141,7 +150,7 @@ class ExchangeApi:
             )
             return api_error(429, "TooManyRequests", message, retry_after=wait, request=request)
         self.stats.set_concurrency(key, running + 1)
-        call_id = str(uuid.uuid4())
+        call_id = _window_key(request)
         self.stats.log_query(tenant_id, "created", call_id, "exchange")
         try:
             self._wait_latency(request)
@@ -158,11 +167,7 @@ class ExchangeApi:
         s = self.settings
         delay = s.latency_seconds
         if s.latency_jitter_seconds > 0:
-            try:
-                params = json.loads(request.body or b"{}")["CmdletInput"].get("Parameters") or {}
-                key = f"{params.get('StartDate')}|{params.get('EndDate')}".encode()
-            except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-                key = b""
+            key = _window_key(request).encode()
             delay += s.latency_jitter_seconds * int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
         if delay > 0:
             time.sleep(delay)

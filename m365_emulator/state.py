@@ -71,21 +71,30 @@ class Stats:
             self.query_events.append(QueryEvent(time.monotonic(), tenant_id, kind, query_id, api))
 
     def live_timeline(self, tenant_id: str, api: str = "graph") -> list[tuple[float, int]]:
-        """(moment, queries created and not yet deleted) after each create/delete of the tenant, in time order.
+        """(moment, items in flight) at each start/end, in time order.
 
-        A collector lane holds its query from create to delete, so this is the number of chunks in flight as the
-        server sees them (independent of how long the query itself runs). For ``api="exchange"``: calls in flight.
+        An item lives from its first "created" to its last "deleted" event. Graph items are queries: a collector lane
+        holds its query from create to delete, so this counts chunks in flight as the server sees them. Exchange items
+        are search windows (StartDate/EndDate): a chunk's count probe and session calls make one item.
         """
         with self.lock:
             events = [e for e in self.query_events if e.tenant_id == tenant_id and e.api == api]
-        live: set[str] = set()
-        timeline: list[tuple[float, int]] = []
+        first: dict[str, float] = {}
+        last: dict[str, float] = {}
         for event in events:
             if event.kind == "created":
-                live.add(event.query_id)
+                first.setdefault(event.query_id, event.moment)
             else:
-                live.discard(event.query_id)
-            timeline.append((event.moment, len(live)))
+                last[event.query_id] = event.moment
+        steps = sorted(
+            [(moment, 0, 1) for moment in first.values()]
+            + [(moment, 1, -1) for key, moment in last.items() if key in first]
+        )  # at the same moment a start counts before an end (a handover never reads as a dip)
+        timeline: list[tuple[float, int]] = []
+        live = 0
+        for moment, _, delta in steps:
+            live += delta
+            timeline.append((moment, live))
         return timeline
 
     def set_concurrency(self, key: Key, value: int) -> None:
