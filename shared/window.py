@@ -227,6 +227,10 @@ class CollectionWindow:
         return []
 
     def _call(self, lane: Lane) -> CallActivity:
+        if lane.attempts == 0 or lane.step_failures > 0:
+            # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
+            # Polls and the submit → export hand-over belong to the same attempt.
+            lane.attempts += 1
         payload: JsonDict = {
             "collectionId": self.spec.collection_id,
             "tenantId": self.spec.tenant_id,
@@ -234,7 +238,7 @@ class CollectionWindow:
             "filters": self.spec.filters,
             "queryId": lane.query_id,
             "allowIncomplete": lane.allow_incomplete,
-            "attempt": lane.attempts + 1,
+            "attempt": lane.attempts,
         }
         name = {
             SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
@@ -243,8 +247,6 @@ class CollectionWindow:
             DELETE: names.ACTIVITY_GRAPH_DELETE,
             COLLECT: names.ACTIVITY_EXCHANGE_COLLECT,
         }[lane.phase]
-        if lane.phase in (SUBMIT, EXPORT, COLLECT):
-            lane.attempts += 1
         return CallActivity(lane.id, name, payload)
 
     # --- continue-as-new, status, output ---------------------------------------------------------------------

@@ -230,3 +230,22 @@ def test_status_lists_windows_in_flight() -> None:
         "2024-11-17T00:00:00Z/2024-11-17T01:00:00Z",
         "2024-11-17T01:00:00Z/2024-11-17T02:00:00Z",
     ]
+
+
+def test_attempts_count_tries_of_the_chunk_not_its_steps() -> None:
+    """Submit, polls and export of one clean try are one attempt; each retry of a failed step is another."""
+    exports: dict[int, list[int]] = {}
+    failed_once: set[int] = set()
+
+    def export_fails_once_on_lane_0(step: CallActivity, window: CollectionWindow) -> ActivityResult:
+        if step.name == names.ACTIVITY_GRAPH_EXPORT:
+            exports.setdefault(step.lane, []).append(int(step.input["attempt"]))
+            if step.lane == 0 and 0 not in failed_once:
+                failed_once.add(0)
+                return ActivityResult(False, error=ActivityError("transient", "503"))
+        return happy(step, window)
+
+    window = CollectionWindow(spec(2, 2, retry_base_seconds=1.0))
+    run(window, export_fails_once_on_lane_0, random.Random(3))
+    assert exports == {0: [1, 2], 1: [1]}
+    assert window.state.completed == 2 and window.state.failed == 0
