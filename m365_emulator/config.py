@@ -32,7 +32,7 @@ _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 
 
 def is_guid(value: str) -> bool:
-    return bool(_GUID.match(value))
+    return bool(_GUID.fullmatch(value))
 
 
 def _aware(moment: datetime, name: str) -> datetime:

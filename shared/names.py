@@ -30,12 +30,12 @@ _STAMP = "%Y%m%dT%H%M%SZ"
 
 def is_safe_id(value: str) -> bool:
     """True for ids usable as instance ids and path components: letters, digits, ``-``, ``_``; 1..64 chars."""
-    return bool(_SAFE_ID.match(value))
+    return bool(_SAFE_ID.fullmatch(value))
 
 
 def _tenant_component(tenant_id: str) -> str:
     tenant = tenant_id.strip().lower()
-    if not _SAFE_TENANT.match(tenant) or ".." in tenant:
+    if not _SAFE_TENANT.fullmatch(tenant) or ".." in tenant:
         raise ValueError(f"unsafe tenant id for an object name: {tenant_id!r}")
     return tenant
 

@@ -166,7 +166,7 @@ def _tenant(value: Any) -> str:
     if not isinstance(value, str):
         raise InvalidRequest("tenantId", "type", "tenantId must be a string")
     text = value.strip().lower()
-    if not (_GUID.match(text) or _DOMAIN.match(text)):
+    if not (_GUID.fullmatch(text) or _DOMAIN.fullmatch(text)):
         raise InvalidRequest(
             "tenantId", "format", "tenantId must be a GUID or a domain such as contoso.onmicrosoft.com"
         )
@@ -245,6 +245,6 @@ def _filter_value(key: str, field: str, value: str) -> str:
     pattern = {"recordTypes": _RECORD_TYPE, "operations": _OPERATION, "userIds": _USER_ID}[key]
     if len(text) > 256:
         raise InvalidRequest(field, "length", f"{field} values accept at most 256 characters")
-    if not pattern.match(text):
+    if not pattern.fullmatch(text):
         raise InvalidRequest(field, "characters", f"{field} value has characters that are not allowed")
     return text

@@ -82,13 +82,13 @@ class AuditApiConfig:
             raise ConfigError(
                 "tenant_id", "is required (the directory GUID or a domain such as contoso.onmicrosoft.com)"
             )
-        if not (_is_guid(tenant) or _DOMAIN_RE.match(tenant)):
+        if not (_is_guid(tenant) or _DOMAIN_RE.fullmatch(tenant)):
             raise ConfigError("tenant_id", "must be a GUID or a domain name such as contoso.onmicrosoft.com")
         if not isinstance(self.client_id, str) or not self.client_id.strip():
             raise ConfigError("client_id", "is required (the application (client) id of the app registration)")
         if not self.client_secret and not self.certificate_path:
             raise ConfigError("client_secret", "either client_secret or certificate_path must be set")
-        if self.certificate_thumbprint is not None and not _THUMBPRINT_RE.match(self.certificate_thumbprint):
+        if self.certificate_thumbprint is not None and not _THUMBPRINT_RE.fullmatch(self.certificate_thumbprint):
             raise ConfigError("certificate_thumbprint", "must be the 40 hex digits of the SHA-1 thumbprint")
         _check_url("authority_host", self.authority_host)
         _check_url("graph_base_url", self.graph_base_url)

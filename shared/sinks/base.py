@@ -44,7 +44,7 @@ class ChunkSink(Protocol):
 
 def check_object_name(name: str) -> str:
     """Reject names that could escape the sink's root: absolute, ``..``, empty segments, odd characters."""
-    if len(name) > 1024 or not _NAME.match(name) or any(part in (".", "..") for part in name.split("/")):
+    if len(name) > 1024 or not _NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
         raise ValueError(f"unsafe object name {name!r}")
     return name
 

@@ -35,17 +35,28 @@ def test_distinct_windows_get_distinct_safe_names(offset: int, span: int) -> Non
 
 @pytest.mark.parametrize(
     ("tenant", "collection"),
-    [("../x.com", "c1"), ("contoso.com", "../c1"), ("contoso.com", "a/b"), ("con/toso.com", "c1"), ("x..y.com", "c")],
+    [
+        ("../x.com", "c1"),
+        ("contoso.com", "../c1"),
+        ("contoso.com", "a/b"),
+        ("con/toso.com", "c1"),
+        ("x..y.com", "c"),
+        ("contoso.com", "c1\n"),  # a final newline slips past a ``$``-anchored match
+    ],
 )
 def test_unsafe_components_are_rejected(tenant: str, collection: str) -> None:
     with pytest.raises(ValueError):
         names.chunk_object_name(tenant, collection, T0, T0 + timedelta(hours=1))
 
 
-@pytest.mark.parametrize("name", ["/abs", "a/../b", "a//b", "a/./b", "a b", "", "a\\b"])
+@pytest.mark.parametrize("name", ["/abs", "a/../b", "a//b", "a/./b", "a b", "", "a\\b", "a/b\n"])
 def test_object_name_check_rejects_escapes(name: str) -> None:
     with pytest.raises(ValueError):
         check_object_name(name)
+
+
+def test_safe_id_is_matched_whole() -> None:
+    assert names.is_safe_id("c1") and not names.is_safe_id("c1\n") and not names.is_safe_id("")
 
 
 def test_settings_defaults_and_overrides() -> None:

@@ -100,6 +100,8 @@ MALFORMED: list[tuple[str, Any, str, str]] = [
     ("collection id unsafe", good(collectionId="../x"), "collectionId", "format"),
     ("collection id too long", good(collectionId="a" * 65), "collectionId", "format"),
     ("collection id not string", good(collectionId=7), "collectionId", "format"),
+    # ``$`` also matches before a final newline: the id would become an instance id and a blob path component.
+    ("collection id trailing newline", good(collectionId="c1\n"), "collectionId", "format"),
 ]
 
 
