@@ -23,6 +23,15 @@ def _new_key() -> str:
     return secrets.token_urlsafe(32)
 
 
+def keys_equal(presented: str, expected: str) -> bool:
+    """Constant-time comparison of a presented key with an expected one.
+
+    Compares UTF-8 bytes: ``hmac.compare_digest`` raises ``TypeError`` for ``str`` arguments with non-ASCII
+    characters, which would turn a junk key from a client into a 500 instead of a 401.
+    """
+    return hmac.compare_digest(presented.encode("utf-8"), expected.encode("utf-8"))
+
+
 @dataclass(frozen=True, slots=True)
 class HostKeys:
     required: bool = False
@@ -49,4 +58,4 @@ class HostKeys:
             "admin": (self.master_key,),
             "system": (self.system_key, self.master_key),
         }.get(level, (self.master_key,))
-        return any(hmac.compare_digest(presented, key) for key in accepted)
+        return any(keys_equal(presented, key) for key in accepted)

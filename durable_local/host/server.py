@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from aiohttp import web
 
 from durable_local.host.client_binding import RPC_PATH, WEBHOOK_PATH, client_binding_json
 from durable_local.host.invoke import InvocationContext, log_invocation
-from durable_local.host.keys import HostKeys
+from durable_local.host.keys import HostKeys, keys_equal
 from durable_local.host.loader import HttpFunction, LoadedApp
 from durable_local.host.webhooks import DurableHttpApi
 
@@ -66,7 +65,7 @@ class AppServer:
 
     async def _rpc(self, request: web.Request) -> web.StreamResponse:
         token = request.match_info["token"]
-        if not (self._keys.required and hmac.compare_digest(token, self._keys.rpc_token)):
+        if not (self._keys.required and keys_equal(token, self._keys.rpc_token)):
             return web.Response(status=404)
         return await self._api.handle(request, _raw_tail(request, f"{RPC_PATH}/{token}"))
 

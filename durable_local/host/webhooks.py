@@ -91,7 +91,8 @@ class DurableHttpApi:
         except (ValueError, FunctionNotFoundError) as exc:
             return error_response(400, "One or more of the arguments submitted is incorrect", exc)
         except Exception as exc:
-            logger.exception("durable HTTP API %s %s failed", method, request.path)
+            # The tail, not request.path: the RPC base path carries the per-process rpc token (a secret).
+            logger.exception("durable HTTP API %s /%s failed", method, tail.strip("/"))
             return error_response(500, "Something went wrong while processing your request", exc)
 
     # -- start / restart ---------------------------------------------------------------------------

@@ -2,18 +2,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from datetime import UTC, datetime, timedelta
 
 import azure.functions as func
+import pytest
+from aiohttp.test_utils import make_mocked_request
 from azure.durable_functions import DurableOrchestrationClient
 
 from durable_local import history
 from durable_local.engine_api import InstanceStatus
 from durable_local.host.client_binding import client_binding_json
 from durable_local.host.invoke import AsyncRunner, make_activity
-from durable_local.host.keys import HostKeys
+from durable_local.host.keys import HostKeys, keys_equal
 from durable_local.host.loader import ActivityFunction
 from durable_local.host.status_json import history_payload, status_payload
+from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import EventType, RuntimeStatus
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -150,3 +154,29 @@ def test_activity_codec_matches_the_worker_including_custom_objects() -> None:
     assert async_run('"hi"') == '"HI"'
     # Not JSON: the worker falls back to the raw string.
     assert async_run("plain words") == '"PLAIN WORDS"'
+
+
+def test_non_ascii_keys_are_refused_not_raised() -> None:
+    # hmac.compare_digest raises TypeError for non-ASCII str: a junk key must give 401, not a 500.
+    keys = HostKeys(required=True)
+    assert not keys.allows("function", {"code": "clé-invalide"}, {})
+    assert not keys.allows("system", {}, {"x-functions-key": "ключ"})
+    assert keys_equal("é", "é") and not keys_equal("é", "e")
+
+
+class _BrokenEngine:
+    hub_name = "Hub"
+
+    def get_status(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("store unavailable")
+
+
+def test_api_failure_log_does_not_contain_the_rpc_token(caplog: pytest.LogCaptureFixture) -> None:
+    keys = HostKeys(required=True)
+    api = DurableHttpApi(_BrokenEngine(), base_url=lambda: "http://127.0.0.1:1", keys=keys)  # type: ignore[arg-type]
+    request = make_mocked_request("GET", f"/runtime/webhooks/durabletask/rpc/{keys.rpc_token}/instances/abc")
+    with caplog.at_level(logging.ERROR, logger="durable_local.host.webhooks"):
+        response = asyncio.run(api.handle(request, "instances/abc"))
+    assert response.status == 500
+    assert "instances/abc" in caplog.text
+    assert keys.rpc_token not in caplog.text
