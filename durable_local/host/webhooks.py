@@ -136,7 +136,9 @@ class DurableHttpApi:
             if status is not None and status.runtime_status == RuntimeStatus.COMPLETED:
                 return web.Response(status=200, text=status.output or "null", content_type="application/json")
             if status is not None and status.runtime_status.is_terminal:
-                return self._status_response(request, status)
+                # As the extension: the full status request (input, showHistory... from the query), not the
+                # input-less status the wait polled.
+                return await self._status(request, instance_id)
         return self.check_status_response(instance_id)
 
     def check_status_response(self, instance_id: str) -> web.Response:

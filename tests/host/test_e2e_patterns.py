@@ -87,6 +87,17 @@ def test_failing_activity_fails_the_orchestration(basic_app: ServedApp) -> None:
     assert failed.status_code == 500
 
 
+def test_webhook_start_with_timeout_answers_a_failure_with_the_full_status(basic_app: ServedApp) -> None:
+    # The extension answers a terminal, not-completed wait with its GET-status response: input included.
+    url = f"{basic_app.base_url}{WEBHOOKS}/orchestrators/failing?timeout=60&pollingInterval=1&showHistory=true"
+    response = requests.post(url, json={"why": "input shown"}, timeout=90)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["runtimeStatus"] == "Failed"
+    assert body["input"] == {"why": "input shown"}
+    assert any(event["EventType"] == "TaskFailed" for event in body["historyEvents"])
+
+
 def test_terminate(basic_app: ServedApp) -> None:
     links = start(basic_app.base_url, "long_wait")
     wait_for_status(links["statusQueryGetUri"], statuses=("Running",))
