@@ -11,11 +11,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.audit.ports import AuditFilters, TimeWindow
-from shared.errors import CollectorError, TransientApiError
+from shared.errors import CollectorError, SinkError, TransientApiError
 
 JsonDict = dict[str, Any]
 
 SOURCES = ("graph", "exchange")
+
+# Failures worth another try of the same step: throttling/5xx that outlived the activity's own retries, an output
+# write that failed (the write is idempotent: same name, replaced whole), and an activity that raised unexpectedly
+# (a worker crash or a bug; bounded by max_attempts). A retried Graph submit finds its earlier query first.
+RETRYABLE_KINDS = frozenset({TransientApiError.kind, SinkError.kind, "activity_crashed"})
 
 
 def iso(moment: datetime) -> str:
@@ -104,6 +109,11 @@ class ActivityError:
     @property
     def transient(self) -> bool:
         return self.kind == TransientApiError.kind
+
+    @property
+    def retryable(self) -> bool:
+        """Another attempt at the same step may succeed (see ``RETRYABLE_KINDS``)."""
+        return self.kind in RETRYABLE_KINDS and not self.dooms_collection
 
     @classmethod
     def from_exception(cls, exc: CollectorError) -> ActivityError:

@@ -194,7 +194,7 @@ class CollectionWindow:
         lane.step_failures += 1
         if error.dooms_collection:
             self.state.doomed = self.state.doomed or error
-        elif error.transient and lane.step_failures < self.options.max_attempts:
+        elif error.retryable and lane.step_failures < self.options.max_attempts:
             return [Wait(lane.id, self.options.retry_delay(lane.step_failures, error.retry_after))]
         return self._conclude(lane, ("failed", self._failure(lane, error)))
 

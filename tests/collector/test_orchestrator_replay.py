@@ -195,3 +195,23 @@ def test_an_activity_that_raises_fails_only_its_chunk() -> None:
         output["failures"][0]["kind"] == "activity_crashed"
         and "bug in the activity" in output["failures"][0]["message"]
     )
+
+
+def test_an_activity_that_raises_once_is_retried_and_its_chunk_completes() -> None:
+    api, sink = FakeSearchApi(synthetic(START, 4, 3)), MemorySink()
+    activities = exchange_activities(api, sink)
+    collect = activities[names.ACTIVITY_EXCHANGE_COLLECT]
+    raised: list[int] = []
+
+    def crashes_once(p: dict[str, Any]) -> dict[str, Any]:
+        if p["chunk"]["start"].endswith("T13:00:00Z") and not raised:
+            raised.append(p["attempt"])
+            raise RuntimeError("worker lost")
+        return collect(p)  # type: ignore[no-any-return]
+
+    activities[names.ACTIVITY_EXCHANGE_COLLECT] = crashes_once
+    driver = ReplayDriver(orchestrator_handle(), activities, seed=4)
+    driver.start(payload("exchange", 4, 2, retry_base_seconds=1))
+    output = json.loads(driver.run().output or "null")
+    assert raised == [1]
+    assert (output["status"], output["completed"], output["failed"]) == ("Completed", 4, 0)

@@ -249,3 +249,19 @@ def test_attempts_count_tries_of_the_chunk_not_its_steps() -> None:
     run(window, export_fails_once_on_lane_0, random.Random(3))
     assert exports == {0: [1, 2], 1: [1]}
     assert window.state.completed == 2 and window.state.failed == 0
+
+
+def test_sink_and_crash_failures_are_retried_but_permanent_ones_are_not() -> None:
+    window = CollectionWindow(spec(3, 3, "exchange", max_attempts=2, retry_base_seconds=10))
+    steps = window.fill()
+    assert len(steps) == 3
+    # An output write that failed is idempotent to redo; an activity that raised may have met a worker crash.
+    assert window.on_result(0, ActivityResult(False, error=ActivityError("sink", "blob write failed"))) == [Wait(0, 10)]
+    assert window.on_result(1, ActivityResult(False, error=ActivityError("activity_crashed", "boom"))) == [Wait(1, 10)]
+    # A permanent API error would fail the same way again: the chunk fails at once.
+    assert window.on_result(2, ActivityResult(False, error=ActivityError("permanent", "400 bad filter"))) == []
+    assert [f.kind for f in window.state.failures] == ["permanent"]
+    (again,) = window.on_timer(0)
+    assert isinstance(again, CallActivity) and again.input["attempt"] == 2
+    assert window.on_result(0, summary_for(again)) == []
+    assert window.state.completed == 1
