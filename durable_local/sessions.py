@@ -100,6 +100,15 @@ class OrchestrationSessionManager:
         if control_queue is not None:
             control_queue.release(reason, caller)
 
+    def wait_for_dequeue_loop_exit(self, partition_id: str, timeout: float) -> bool:
+        """Wait until the dequeue loop of ``partition_id`` has ended (after a release); True if it has."""
+        with self._lock:
+            thread = self._loops.get(partition_id)
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
+
     def resume_listening_if_own_queue(self, partition_id: str, control_queue: ControlQueue) -> bool:
         """Re-add a released queue we still own (the seed's way to resume); returns False like the seed."""
         with self._lock:

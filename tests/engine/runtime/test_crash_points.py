@@ -269,7 +269,8 @@ def test_crash_c12_same_message_dequeued_twice_is_processed_once(world: World) -
         if queue.queue.name == engine.control_queue_for(instance_id).name:
             control = queue
     engine.sessions.release_queue(control.queue.name)  # stop its loop; read by hand below
-    time.sleep(0.05)
+    # The loop must be gone before the event is sent, or it could still take the message (a flake under load).
+    assert engine.sessions.wait_for_dequeue_loop_exit(control.queue.name, timeout=30)
     engine.raise_event(instance_id, "go", json.dumps(7))
     first = control.queue.get_messages(32, timedelta(minutes=5))
     for message in first:

@@ -377,6 +377,19 @@ def test_drain_completes_when_sessions_finish(store, settings, queues) -> None:
         manager.shutdown()
 
 
+def test_wait_for_dequeue_loop_exit_only_after_release(store, settings, queues) -> None:
+    manager = _manager(store, settings, queues)
+    try:
+        manager.add_queue(queues.raw.name, queues.control)
+        assert manager.wait_for_dequeue_loop_exit(queues.raw.name, timeout=0.05) is False  # still listening
+        manager.release_queue(queues.raw.name)
+        assert manager.wait_for_dequeue_loop_exit(queues.raw.name, timeout=30) is True
+        queues.put(completed_message("i1", "e1", 0))
+        assert _visible_now(queues) == 1  # nobody reads the queue any more
+    finally:
+        manager.shutdown()
+
+
 def test_stats(store, settings, queues) -> None:
     queues.put(completed_message("i1", "e1", 0))
     queues.put(completed_message("i2", "e1", 0))
