@@ -122,8 +122,10 @@ class DurableHttpApi:
             new_id = await asyncio.to_thread(
                 self._engine.restart, instance_id, restart_with_new_instance_id=True if flag is None else flag
             )
-        except InstanceNotFoundError:
-            return web.Response(status=404)
+        except InstanceNotFoundError as exc:
+            # The extension's RestartAsync throws ArgumentException for an unknown id, which its handler answers
+            # with 400 (not 404).
+            return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
         except InstanceExistsError as exc:
             return error_response(409, "A non-terminal instance with this instance ID already exists.", exc)
         return await self._created(request, new_id)

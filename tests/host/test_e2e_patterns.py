@@ -127,6 +127,10 @@ def test_unknown_instance_is_404(basic_app: ServedApp) -> None:
     assert requests.post(f"{base}/terminate?reason=x", timeout=10).status_code == 404
     assert requests.delete(base, timeout=10).status_code == 404
     assert requests.get(f"{basic_app.base_url}/api/status/does-not-exist", timeout=10).status_code == 404
+    # Restart is the exception: the extension's RestartAsync throws ArgumentException, answered with 400.
+    restarted = requests.post(f"{base}/restart", timeout=10)
+    assert restarted.status_code == 400
+    assert restarted.json()["Message"] == "InstanceId does not match a valid orchestration instance."
 
 
 def test_sdk_client_from_http_functions(basic_app: ServedApp) -> None:
