@@ -16,7 +16,7 @@ import logging
 import math
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
@@ -55,9 +55,14 @@ def build_parameters(
     window: TimeWindow, filters: AuditFilters, *, record_type: str | None, session_id: str, result_size: int
 ) -> dict[str, Any]:
     """Cmdlet parameters for one call of a session (dates as UTC without offset, as the cmdlet expects)."""
+    # The cmdlet takes whole seconds: the start rounds down and the end rounds *up*, so a window with a fractional
+    # bound never loses the records of its last partial second (the extra ones are trimmed by the chunk writer).
+    end = window.end.astimezone(UTC)
+    if end.microsecond:
+        end = end.replace(microsecond=0) + timedelta(seconds=1)
     params: dict[str, Any] = {
         "StartDate": window.start.astimezone(UTC).strftime(_DATE_FORMAT),
-        "EndDate": window.end.astimezone(UTC).strftime(_DATE_FORMAT),
+        "EndDate": end.strftime(_DATE_FORMAT),
         "SessionId": session_id,
         "SessionCommand": "ReturnLargeSet",
         "ResultSize": result_size,

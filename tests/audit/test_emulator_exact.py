@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,9 @@ import pytest
 
 from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.graph import GraphAuditClient, parse_records_page
-from shared.audit.ports import AuditFilters, QueryState
+from shared.audit.ports import AuditFilters, QueryState, TimeWindow
 from shared.errors import NeedsSplitError
-from shared.records import trim_to_window
+from shared.records import parse_record_time, trim_to_window
 from tests.audit.conftest import (
     FAST,
     TENANT,
@@ -156,3 +157,15 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
             next(iter(exchange.iter_record_pages(win, AuditFilters())))
         assert info.value.limit == 120 and info.value.reported_count == len(truth(emu, win))
         assert sorted(exchange_collect(exchange, small).ids) == truth(emu, small)
+
+
+def test_exchange_window_with_fractional_bounds_keeps_its_last_partial_second(emu: Emu) -> None:
+    client = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, result_size=500)
+    hour = window(1.0, offset_hours=2.0)
+    first = exchange_collect(client, hour).pages[0].records[0]
+    moment = parse_record_time(first)  # records carry whole seconds
+    # [t - 0.5 s, t + 0.5 s): the record at t is inside; a truncated EndDate (t) would leave it out.
+    win = TimeWindow(moment - timedelta(milliseconds=500), moment + timedelta(milliseconds=500))
+    expected = truth(emu, win)
+    assert first["id"] in expected
+    assert sorted(exchange_collect(client, win).ids) == expected

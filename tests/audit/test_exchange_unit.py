@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -198,3 +198,15 @@ def test_malformed_row_is_quarantined_rest_kept() -> None:
         (page,) = list(client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters()))
     assert len(page.records) == 3 and len(page.malformed) == 1
     assert "id-ExchangeItem-2" in page.malformed[0].raw
+
+
+def test_fractional_window_bounds_round_outwards_to_whole_seconds() -> None:
+    # A sub-second split (or a request with fractions) must still search its last partial second: the record
+    # stamped 00:00:01 belongs to [00:00:00.5, 00:00:01.5) and a truncated EndDate of 00:00:01 would exclude it.
+    start = datetime(2024, 3, 1, 0, 0, 0, 500_000, tzinfo=UTC)
+    window = TimeWindow(start, start + timedelta(seconds=1))
+    params = build_parameters(window, AuditFilters(), record_type=None, session_id="S", result_size=10)
+    assert (params["StartDate"], params["EndDate"]) == ("2024-03-01T00:00:00", "2024-03-01T00:00:02")
+    inner = TimeWindow(start, start + timedelta(milliseconds=200))  # inside one second: still a valid search
+    params = build_parameters(inner, AuditFilters(), record_type=None, session_id="S", result_size=10)
+    assert (params["StartDate"], params["EndDate"]) == ("2024-03-01T00:00:00", "2024-03-01T00:00:01")
