@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shared.errors import ConfigError
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink, StoredObject, check_object_name, write_bytes
 
@@ -22,4 +23,13 @@ def build_sink(settings: Settings) -> ChunkSink:
         return BlobSink.from_account_url(settings.output_account_url, settings.output_container)
     from shared.sinks.local import LocalFolderSink
 
-    return LocalFolderSink(settings.output_folder or DEFAULT_OUTPUT_FOLDER)
+    try:
+        return LocalFolderSink(settings.output_folder or DEFAULT_OUTPUT_FOLDER)
+    except OSError as exc:
+        # E.g. deployed to Azure without an output setting: the app folder is read-only. A ConfigError dooms the
+        # collection at once with the setting named, instead of every chunk crashing its activity.
+        raise ConfigError(
+            "OUTPUT_FOLDER",
+            f"cannot create the output folder ({exc.strerror}); on Azure set OUTPUT_STORAGE_CONNECTION or "
+            "OUTPUT_STORAGE_ACCOUNT_URL",
+        ) from None

@@ -75,3 +75,16 @@ def test_blob_sink_contract_with_staged_blocks(azurite_connection_string: str) -
     committed, _ = blob.get_block_list("committed")
     assert len(committed) == 3
     assert "?" not in sink.location("t/c/manifest.json")
+
+
+def test_an_unusable_output_folder_is_a_config_error_naming_the_setting(tmp_path: Path) -> None:
+    from shared.errors import ConfigError
+    from shared.settings import Settings
+    from shared.sinks import build_sink
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigError) as caught:
+        build_sink(Settings.from_env({"OUTPUT_FOLDER": str(blocker / "out")}))
+    assert caught.value.setting == "OUTPUT_FOLDER" and caught.value.dooms_collection
+    assert "OUTPUT_STORAGE_CONNECTION" in str(caught.value)
