@@ -166,6 +166,16 @@ class OrchestrationDispatcher:
         if not has_start and not any(
             event_type(m.body.event) is EventType.EXECUTION_STARTED for m in session.current_batch
         ):
+            terminations = [
+                m.body.event
+                for m in session.current_batch
+                if event_type(m.body.event) is EventType.EXECUTION_TERMINATED
+            ]
+            if terminations:
+                # DTFx IsExecutableInstanceAsync: a terminate for an instance that never started (its start
+                # message is deferred, hidden or lost) still marks the Instances row Terminated.
+                self._mark_terminated(session.instance_id, terminations[-1])
+                return f"Instance is {RuntimeStatus.TERMINATED.display}"
             if not session.history:
                 return "No such instance"
             return "Invalid history (may have been overwritten by a newer instance)"
@@ -173,6 +183,21 @@ class OrchestrationDispatcher:
         if has_start and status not in _LIVE:
             return f"Instance is {status.display}"
         return None
+
+    def _mark_terminated(self, instance_id: str, terminated: HistoryEvent) -> None:
+        """DTFx ``UpdateStatusForTerminationAsync``: merge status, times and the reason (as output) into the row."""
+        row = self._tracking.get_instance(instance_id)
+        if row is None:
+            return
+        reason = terminated.get("Input")
+        row.status = RuntimeStatus.TERMINATED
+        row.output = None if reason is None else json.dumps(reason)
+        now = self._clock.now()
+        row.last_updated_time = parse_timestamp(str(terminated["Timestamp"])) if terminated.get("Timestamp") else now
+        row.completed_time = now
+        self._tracking.update_instance(row)
+        if self._on_checkpoint is not None:
+            self._on_checkpoint(instance_id)
 
     def _repair_instance_row(self, session: OrchestrationSession) -> None:
         """DTFx repairs a stale Instances row of a terminal instance (crash C4 on the final episode)."""

@@ -11,7 +11,7 @@ import pytest
 from durable_local.clock import ManualClock, SystemClock
 from durable_local.engine import Engine
 from durable_local.errors import FunctionNotFoundError, InstanceExistsError, InvalidInstanceStateError
-from durable_local.model import RuntimeStatus, SchedulingMode
+from durable_local.model import InstanceRecord, RuntimeStatus, SchedulingMode
 from durable_local.ports import Clock, InstanceQuery
 from durable_local.storage import open_memory_store
 
@@ -151,6 +151,25 @@ def test_terminate(make_engine: EngineFactory) -> None:
     assert output == "enough"
     with pytest.raises(InvalidInstanceStateError):
         engine.raise_event(instance_id, "go", None)
+
+
+def test_terminate_of_a_never_started_instance_marks_its_row_terminated(activities: Activities) -> None:
+    # DTFx IsExecutableInstanceAsync: a terminate that finds neither history nor a start message (the start is
+    # deferred, hidden or lost) still updates the Instances row; otherwise the instance stays Pending forever.
+    clock = SystemClock()
+    store = open_memory_store(clock)
+    now = clock.now()
+    row = InstanceRecord("never-started", "wait_event", "exec-1", RuntimeStatus.PENDING, now, now)
+    store.tracking.set_new_execution(row, overwrite=False)
+    engine = Engine(activities.registry(), store=store, settings=fast_settings(), clock=clock)
+    engine.start()
+    try:
+        engine.terminate("never-started", "not wanted")
+        status, output = _finish(engine, "never-started")
+        assert (status, output) == (RuntimeStatus.TERMINATED, "not wanted")
+        assert wait_until(lambda: engine.control_queue_for("never-started").approximate_count() == 0)
+    finally:
+        engine.stop(drain_timeout=2)
 
 
 def test_suspend_and_resume(make_engine: EngineFactory) -> None:
