@@ -26,6 +26,24 @@ def _load_summaries(sink: ChunkSink, prefix: str) -> list[ChunkSummary]:
     return sorted(summaries, key=lambda s: (s.chunk.start, s.chunk.end))
 
 
+def drop_superseded(summaries: list[ChunkSummary]) -> tuple[list[ChunkSummary], list[ChunkSummary]]:
+    """(kept, superseded): a summary whose window contains a finer chunk's window was replaced by its split.
+
+    An attempt can write a chunk's object and lose its result (a crash after the write); if the retry then finds the
+    window over the source's cap (late records), the window is split and its halves are written too. Listing both
+    would count those records twice, so the manifest keeps the finest windows only.
+    """
+    # Windows are nested or disjoint (plan windows tile the range; splits halve a window), and one window has one
+    # object. Ordered by start, widest first, a window is superseded exactly when the next one starts inside it.
+    ordered = sorted(summaries, key=lambda s: (s.chunk.start, -s.chunk.seconds))
+    kept: list[ChunkSummary] = []
+    superseded: list[ChunkSummary] = []
+    for summary, following in zip(ordered, [*ordered[1:], None], strict=True):
+        inside = following is not None and following.chunk.start < summary.chunk.end
+        (superseded if inside else kept).append(summary)
+    return kept, superseded
+
+
 def coverage_gaps(start: datetime, end: datetime, covered: list[Chunk]) -> list[Chunk]:
     """Parts of [start, end) that no window in ``covered`` includes."""
     gaps: list[Chunk] = []
@@ -45,7 +63,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
     prefix = names.collection_prefix(tenant, collection)
-    summaries = _load_summaries(sink, prefix)
+    summaries, superseded = drop_superseded(_load_summaries(sink, prefix))
     failures = list(payload.get("failures") or [])
     failed_chunks = [Chunk.from_json(f["chunk"]) for f in failures]
     ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
@@ -78,6 +96,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "gaps": gaps,
         "chunks": [{**s.to_json(), "splits": s.chunk.depth, "location": sink.location(s.blob)} for s in summaries],
         "failures": failures,
+        "superseded": [s.blob for s in superseded],
     }
     name = names.manifest_object_name(tenant, collection)
     stored = write_bytes(sink, name, json.dumps(manifest, indent=2, sort_keys=True).encode())

@@ -138,3 +138,28 @@ def test_finalize_manifest_covers_the_range_and_reports_gaps() -> None:
     assert manifest["gaps"] == [{"start": "2024-11-17T11:30:00Z", "end": "2024-11-17T12:00:00Z", "depth": 0}]
     assert [c["records"] for c in manifest["chunks"]] == [10, 10]
     assert manifest["failures"] == [failure]
+
+
+def test_manifest_lists_a_split_window_once_when_its_parent_object_was_also_written() -> None:
+    # Attempt 1 wrote the 2-hour chunk, then its result was lost; the retry found the window over the cap, so the
+    # orchestrator split it and both halves were written. The manifest must count those records once.
+    api, sink = FakeSearchApi(synthetic(T0, 2, 10)), MemorySink()
+    parent = Chunk(T0, T0 + timedelta(hours=2))
+    bodies.exchange_collect(api, sink, payload(parent))
+    for half in parent.halves():
+        bodies.exchange_collect(api, sink, payload(half))
+    final = {
+        "collectionId": "c1",
+        "tenantId": TENANT,
+        "source": "exchange",
+        "ranges": [{"start": "2024-11-17T10:00:00Z", "end": "2024-11-17T12:00:00Z"}],
+        "failures": [],
+        "status": "Completed",
+    }
+    result = ActivityResult.from_json(bodies.finalize(sink, final))
+    manifest = json.loads(sink.read_bytes(result.data["manifest"]) or b"")
+    assert [(c["chunk"]["start"], c["chunk"]["end"]) for c in manifest["chunks"]] == [
+        (half.to_json()["start"], half.to_json()["end"]) for half in parent.halves()
+    ]
+    assert manifest["totals"]["records"] == 20 and manifest["totals"]["chunks"] == 2 and manifest["gaps"] == []
+    assert manifest["superseded"] == ["contoso.onmicrosoft.com/c1/chunks/20241117T100000Z_20241117T120000Z.jsonl"]
