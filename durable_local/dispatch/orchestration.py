@@ -206,12 +206,16 @@ class OrchestrationDispatcher:
             return
         status = RuntimeStatus(int(completed.get("OrchestrationStatus", 0)))
         row = self._tracking.get_instance(session.instance_id)
-        if row is None or (row.status is status and row.execution_id == session.execution_id):
+        # Only a row of this very execution is repaired (DTFx compares execution ids): a row with another
+        # execution id belongs to a newer start of the same instance id (a restart, a singleton re-start) that a
+        # stale message of the old execution (e.g. a leftover timer) must not overwrite.
+        if row is None or row.execution_id != session.execution_id or row.status is status:
             return
         _log.warning("%s: Instances row says %s, history says %s: repairing", session.instance_id, row.status, status)
         row.status = status
-        row.execution_id = session.execution_id
-        row.output = completed.get("Result")
+        result = completed.get("Result")
+        # The checkpoint's encoding (replay.episode): a failure or termination reason is stored as a JSON string.
+        row.output = result if status is RuntimeStatus.COMPLETED or result is None else json.dumps(result)
         row.last_updated_time = self._clock.now()
         row.completed_time = parse_timestamp(str(completed["Timestamp"])) if completed.get("Timestamp") else None
         self._tracking.update_instance(row)

@@ -308,6 +308,28 @@ def test_crash_c13_old_generation_messages_discarded(world: World) -> None:
     assert world.finish(engine, instance_id) == (RuntimeStatus.COMPLETED, 3)
 
 
+def test_crash_c13_stale_message_never_overwrites_the_row_of_a_newer_execution(world: World) -> None:
+    # A leftover message of a finished execution (e.g. a timer) arrives after the same instance id was started
+    # again: the terminal-row repair must leave the new execution's row alone (DTFx compares execution ids).
+    faults = FaultInjector()
+    engine = world.engine(faults)
+    instance_id = engine.start_new("chain")
+    assert world.finish(engine, instance_id) == (RuntimeStatus.COMPLETED, "abc")
+    newer = world.store.tracking.get_instance(instance_id)
+    assert newer is not None
+    finished_execution = newer.execution_id
+    newer.execution_id, newer.status, newer.output = "newer-execution", RuntimeStatus.PENDING, None
+    world.store.tracking.set_new_execution(newer, overwrite=True)  # the new start's row, its message not yet read
+    stale = event_raised(timestamp=world.clock.now(), name="x", input=None)
+    queue = engine.control_queue_for(instance_id)
+    queue.add(TaskMessage(instance_id, finished_execution, stale))
+    assert world.pump_until(lambda: queue.approximate_count() == 0)
+    assert faults.hits(CrashPoint.C13_STALE_GENERATION_DISCARDED) >= 1
+    row = world.store.tracking.get_instance(instance_id)
+    assert row is not None
+    assert (row.execution_id, row.status) == ("newer-execution", RuntimeStatus.PENDING)
+
+
 def test_crash_c14_poison_message_backs_off_to_600s_and_is_never_deleted(world: World) -> None:
     faults = FaultInjector()
     seen: list[tuple[int, float]] = []
