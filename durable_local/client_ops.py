@@ -113,7 +113,9 @@ class ClientOperations:
     def suspend(self, instance_id: str, reason: str | None) -> None:
         record = self._require_live(instance_id, "suspend")
         if record.status is RuntimeStatus.SUSPENDED:
-            return
+            # The extension's SuspendAsync only suspends Running/Pending/ContinuedAsNew instances and throws
+            # otherwise; a silent no-op here would hide the error a deployed app gets.
+            raise InvalidInstanceStateError(instance_id, record.status.display, "suspend")
         event = history.execution_suspended(timestamp=self._clock.now(), reason=reason)
         self._send(TaskMessage(instance_id, None, event, next(self._sequence)))
 

@@ -266,8 +266,11 @@ class DurableHttpApi:
             await asyncio.to_thread(action[operation], instance_id, reason)
         except InstanceNotFoundError:
             return web.Response(status=404)
-        except InvalidInstanceStateError:
-            return web.Response(status=410)
+        except InvalidInstanceStateError as exc:
+            # Not terminal (checked above) but not in a state for this operation (resume of a running instance,
+            # suspend of a suspended one): the extension's client throws InvalidOperationException, which its
+            # handler answers with a 500.
+            return error_response(500, "Something went wrong while processing your request", exc)
         return web.Response(status=202)
 
 

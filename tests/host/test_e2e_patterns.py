@@ -111,9 +111,14 @@ def test_terminate(basic_app: ServedApp) -> None:
 def test_suspend_and_resume(basic_app: ServedApp) -> None:
     links = start(basic_app.base_url, "approval")
     wait_for_status(links["statusQueryGetUri"], statuses=("Running",))
+    # Resuming a running instance is an error in the extension (InvalidOperationException -> 500).
+    not_suspended = requests.post(links["resumePostUri"].replace("{text}", "early"), timeout=10)
+    assert not_suspended.status_code == 500
+    assert "Running" in not_suspended.json()["ExceptionMessage"]
     assert requests.post(links["suspendPostUri"].replace("{text}", "pause"), timeout=10).status_code == 202
     suspended = wait_for_status(links["statusQueryGetUri"], statuses=("Suspended",))
     assert suspended["runtimeStatus"] == "Suspended"
+    assert requests.post(links["suspendPostUri"].replace("{text}", "again"), timeout=10).status_code == 500
     assert requests.post(links["resumePostUri"].replace("{text}", "go"), timeout=10).status_code == 202
     wait_for_status(links["statusQueryGetUri"], statuses=("Running",))
     requests.post(links["sendEventPostUri"].replace("{eventName}", "Approval"), json="yes", timeout=10)

@@ -178,6 +178,8 @@ def test_suspend_and_resume(make_engine: EngineFactory) -> None:
     assert wait_until(lambda: engine.get_status(instance_id).runtime_status is RuntimeStatus.RUNNING)  # type: ignore[union-attr]
     engine.suspend(instance_id, "pause")
     assert wait_until(lambda: engine.get_status(instance_id).runtime_status is RuntimeStatus.SUSPENDED)  # type: ignore[union-attr]
+    with pytest.raises(InvalidInstanceStateError):
+        engine.suspend(instance_id, "twice")  # as the extension's SuspendAsync: only a running instance
     engine.raise_event(instance_id, "go", json.dumps("while suspended"))
     assert engine.wait_for_completion(instance_id, 0.3).runtime_status is RuntimeStatus.SUSPENDED  # type: ignore[union-attr]
     engine.resume(instance_id, "go on")
