@@ -86,3 +86,26 @@ def test_bad_settings_name_the_setting(env: dict[str, str], setting: str) -> Non
     with pytest.raises(ConfigError) as caught:
         Settings.from_env(env)
     assert caught.value.setting == setting
+
+
+class _RecordingEnv(dict[str, str]):
+    """An environment that remembers every name the settings asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(key)
+        return super().get(key, default)
+
+
+def test_local_settings_example_documents_every_setting_the_app_reads() -> None:
+    import json
+    from pathlib import Path
+
+    env = _RecordingEnv()
+    Settings.from_env(env)
+    example = json.loads((Path(__file__).parents[2] / "local.settings.json.example").read_text())["Values"]
+    assert env.asked, "the recording environment saw no lookups"
+    assert sorted(env.asked - set(example)) == []
