@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -133,11 +133,34 @@ class ActivityDispatcher:
                 backoff.reset()
                 with self._idle:
                     self._running += 1
-                self._pool.submit(self._run_one, messages[0])
+                try:
+                    future = self._pool.submit(self._run_one, messages[0])
+                except RuntimeError:
+                    self._never_ran()  # the pool closed under us: the message reappears after its visibility
+                    raise
+                future.add_done_callback(self._release_if_cancelled)
         except WorkerKilled:
             return
         except RuntimeError:
             _log.debug("activity pool closed; fetch loop ends")
+
+    def _release_if_cancelled(self, future: Future[None]) -> None:
+        # stop() cancels work items still queued in the pool: give back their slot and running count, or
+        # stop() would wait its whole timeout for activities that will never run.
+        if future.cancelled():
+            self._never_ran()
+
+    def _never_ran(self) -> None:
+        self._slots.release()
+        with self._idle:
+            self._running -= 1
+            self._idle.notify_all()
+
+    @property
+    def running(self) -> int:
+        """Work items handed to the pool and not finished (or given back) yet."""
+        with self._idle:
+            return self._running
 
     def _run_one(self, message: QueueMessage) -> None:
         try:

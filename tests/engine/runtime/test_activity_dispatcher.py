@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
 
 from durable_local.clock import ManualClock, SystemClock
+from durable_local.dispatch import ActivityDispatcher, EngineCounters
 from durable_local.engine import Engine
-from durable_local.model import RuntimeStatus
+from durable_local.faults import FaultInjector
+from durable_local.model import RuntimeStatus, TaskMessage
 from durable_local.storage import StoreBundle, open_memory_store
 
 from .apps import Activities
@@ -94,3 +97,35 @@ def test_on_event_hook_sees_activities_and_episodes(activities: Activities) -> N
     assert status is not None and status.runtime_status is RuntimeStatus.COMPLETED
     assert seen.count("activity_started") == 3 and seen.count("activity_finished") == 3
     assert seen.count("episode_completed") == 4
+
+
+def test_stop_gives_back_work_items_the_pool_never_ran(activities: Activities) -> None:
+    clock = ManualClock(T0)
+    store = open_memory_store(clock)
+    work_items = store.queues.get_queue("dispatcher-test-workitems")
+    control = store.queues.get_queue("dispatcher-test-control")
+    dispatcher = ActivityDispatcher(
+        work_items=work_items,
+        control_queue_for=lambda _: control,
+        registry=activities.registry(),
+        settings=fast_settings(max_concurrent_activities=1),
+        clock=clock,
+        faults=FaultInjector(),
+        counters=EngineCounters(),
+    )
+    # Occupy the pool's only thread from outside, so that the fetched work item waits in the pool's queue
+    # (the window in which a real activity thread is finishing); stop() then cancels it.
+    gate = threading.Event()
+    dispatcher._pool.submit(gate.wait)
+    scheduled = {"EventType": 4, "EventId": 0, "Name": "echo", "Input": json.dumps("x"), "Timestamp": T0.isoformat()}
+    work_items.add(TaskMessage("i1", "e1", scheduled))
+    dispatcher.start()
+    try:
+        assert wait_until(lambda: dispatcher.running == 1)
+        dispatcher.stop(timeout=0.5)
+    finally:
+        gate.set()
+    assert dispatcher.running == 0
+    assert dispatcher._slots.acquire(blocking=False)  # the slot came back too
+    assert activities.calls["echo:x"] == 0  # it never ran; the message reappears after its visibility timeout
+    assert work_items.approximate_count() == 1
