@@ -38,7 +38,7 @@ def drop_superseded(summaries: list[ChunkSummary]) -> tuple[list[ChunkSummary], 
     ordered = sorted(summaries, key=lambda s: (s.chunk.start, -s.chunk.seconds))
     kept: list[ChunkSummary] = []
     superseded: list[ChunkSummary] = []
-    for summary, following in zip(ordered, [*ordered[1:], None], strict=True):
+    for summary, following in zip(ordered, [*ordered[1:], None], strict=False):
         inside = following is not None and following.chunk.start < summary.chunk.end
         (superseded if inside else kept).append(summary)
     return kept, superseded

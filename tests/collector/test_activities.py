@@ -163,3 +163,13 @@ def test_manifest_lists_a_split_window_once_when_its_parent_object_was_also_writ
     ]
     assert manifest["totals"]["records"] == 20 and manifest["totals"]["chunks"] == 2 and manifest["gaps"] == []
     assert manifest["superseded"] == ["contoso.onmicrosoft.com/c1/chunks/20241117T100000Z_20241117T120000Z.jsonl"]
+
+
+def test_drop_superseded_handles_no_summaries_and_disjoint_ones() -> None:
+    from activities.manifest import drop_superseded
+
+    assert drop_superseded([]) == ([], [])
+    a, b = (
+        ChunkSummary(c, 1, 0, 0, 0, f"b{i}", "h", 1) for i, c in enumerate(Chunk(T0, T0 + timedelta(hours=2)).halves())
+    )
+    assert drop_superseded([b, a]) == ([a, b], [])
