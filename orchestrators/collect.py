@@ -15,6 +15,7 @@ import azure.durable_functions as df
 
 from shared import names
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
+from shared.redact import redact
 from shared.window import CollectionSpec, CollectionWindow
 from shared.window_state import CallActivity, Carried, Step
 
@@ -79,7 +80,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
 
     provisional = window.output(None)
     context.set_custom_status({**window.status(), "finalizing": True})
-    final = yield context.call_activity(
+    finalize = context.call_activity(
         names.ACTIVITY_FINALIZE,
         {
             "collectionId": spec.collection_id,
@@ -95,7 +96,12 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             "finishedAt": iso(context.current_utc_datetime),
         },
     )
-    result = ActivityResult.from_json(final)
+    try:
+        final = yield finalize
+    except Exception as exc:
+        result = ActivityResult(False, error=ActivityError("activity_crashed", redact(str(exc))[:500]))
+    else:
+        result = ActivityResult.from_json(final)
     output = window.output(str(result.data.get("location")) if result.ok else None)
     if not result.ok and result.error is not None:
         output["manifestError"] = result.error.to_json()
@@ -114,9 +120,10 @@ def _input_of(context: df.DurableOrchestrationContext) -> JsonDict:
 
 
 def _result_of(task: Any) -> ActivityResult:
-    """An activity that raised (an unexpected bug, not an expected error) becomes a non-transient failure."""
+    """An activity that raised (a bug or a lost worker, not an expected error) is an ``activity_crashed`` failure."""
     if isinstance(task.result, Exception):
-        return ActivityResult(False, error=ActivityError("activity_crashed", str(task.result)[:500]))
+        # A library's message may quote a request URL with its SAS query: scrub it before it reaches the output.
+        return ActivityResult(False, error=ActivityError("activity_crashed", redact(str(task.result))[:500]))
     return ActivityResult.from_json(task.result)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import CollectorError, SinkError, TransientApiError
+from shared.redact import redact
 
 JsonDict = dict[str, Any]
 
@@ -118,7 +119,7 @@ class ActivityError:
     @classmethod
     def from_exception(cls, exc: CollectorError) -> ActivityError:
         retry_after = exc.retry_after if isinstance(exc, TransientApiError) else None
-        return cls(exc.kind, str(exc)[:500], exc.dooms_collection, retry_after)
+        return cls(exc.kind, redact(str(exc))[:500], exc.dooms_collection, retry_after)
 
     def to_json(self) -> JsonDict:
         return {

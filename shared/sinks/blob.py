@@ -86,21 +86,25 @@ class BlobSink:
         return StoredObject(name, counter.sha256, counter.bytes)
 
     def read_bytes(self, name: str) -> bytes | None:
-        from azure.core.exceptions import ResourceNotFoundError
+        from azure.core.exceptions import AzureError, ResourceNotFoundError
 
         try:
             data: bytes = self._container.get_blob_client(check_object_name(name)).download_blob().readall()
         except ResourceNotFoundError:
             return None
+        except AzureError as exc:  # as in write_stream: the SDK message may quote the URL (and a SAS)
+            raise SinkError(f"blob read {name} failed: {type(exc).__name__}") from exc
         return data
 
     def list_names(self, prefix: str) -> list[str]:
-        from azure.core.exceptions import ResourceNotFoundError
+        from azure.core.exceptions import AzureError, ResourceNotFoundError
 
         try:
             return sorted(str(b.name) for b in self._container.list_blobs(name_starts_with=prefix))
         except ResourceNotFoundError:
             return []
+        except AzureError as exc:
+            raise SinkError(f"blob list {prefix} failed: {type(exc).__name__}") from exc
 
     def location(self, name: str) -> str:
         url = str(self._container.get_blob_client(check_object_name(name)).url)
