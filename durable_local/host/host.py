@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
-from durable_local.host.config import AppSettings, apply_local_settings, load_host_json
+from durable_local.host.config import AppSettings, HostConfigError, apply_local_settings, load_host_json
 from durable_local.host.invoke import AsyncRunner, make_activity, make_orchestrator
 from durable_local.host.keys import HostKeys
 from durable_local.host.loader import LoadedApp, load_app
@@ -112,6 +112,7 @@ class LocalHost:
             settings = replace(settings, hub_name=self._hub_override)
         self.settings = settings
         self.app = load_app(self.app_dir)
+        check_client_task_hubs(self.app, settings.hub_name)
         registry = FunctionRegistry(
             orchestrators={name: make_orchestrator(fn) for name, fn in self.app.orchestrators.items()},
             activities={
@@ -208,3 +209,24 @@ class LocalHost:
             registry, store=self._store, settings=engine_settings, clock=clock, mode=self._mode
         )
         return engine
+
+
+def check_client_task_hubs(app: LoadedApp, hub_name: str) -> None:
+    """Refuse a ``durableClient`` binding that names another task hub than the one served.
+
+    The extension gives such a client the other hub; this host serves one hub, so the client would silently
+    manage the wrong instances. ``%SETTING%`` values are resolved from the environment, as the host does.
+    Task hub names compare case-insensitively (Azure Storage names are).
+    """
+    for function in app.http:
+        for client in function.clients:
+            wanted = client.task_hub
+            if not wanted:
+                continue
+            if wanted.startswith("%") and wanted.endswith("%") and len(wanted) > 2:
+                wanted = os.environ.get(wanted[1:-1], "")
+            if wanted and wanted.lower() != hub_name.lower():
+                raise HostConfigError(
+                    f"function {function.name!r}: durableClient binding {client.parameter!r} targets task hub "
+                    f"{wanted!r}, but the local host serves only {hub_name!r} (set it in host.json or --hub)"
+                )

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from durable_local.host.config import HostConfigError, apply_local_settings, load_host_json
+from durable_local.host.host import check_client_task_hubs
 from durable_local.host.loader import AppLoadError, load_app
 from tests.host.conftest import APPS
 
@@ -89,3 +90,26 @@ def test_local_settings_fill_the_environment_but_real_variables_win(tmp_path: Pa
     applied = apply_local_settings(tmp_path, env)
     assert env == {"A_SETTING": "from-file", "B": "real"}
     assert applied == ["A_SETTING"]
+
+
+def test_durable_client_for_another_task_hub_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "function_app.py").write_text(
+        textwrap.dedent(
+            """
+            import azure.functions as func
+            import azure.durable_functions as df
+            app = df.DFApp()
+
+            @app.route(route="other")
+            @app.durable_client_input(client_name="client", task_hub="%OTHER_HUB%")
+            async def other(req: func.HttpRequest, client) -> str:
+                return "x"
+            """
+        )
+    )
+    loaded = load_app(tmp_path)
+    monkeypatch.setenv("OTHER_HUB", "ArchiveHub")
+    with pytest.raises(HostConfigError, match=r"'other'.*'client'.*'ArchiveHub'.*'MainHub'"):
+        check_client_task_hubs(loaded, "MainHub")
+    monkeypatch.setenv("OTHER_HUB", "mainhub")  # the same hub, spelt in another case: fine
+    check_client_task_hubs(loaded, "MainHub")
