@@ -84,7 +84,17 @@ async def start_collection(
     if _runtime_status(existing) is not None:
         return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
     spec = _spec_for(request, collection_id, settings)
-    await client.start_new(names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now))
+    try:
+        await client.start_new(
+            names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now)
+        )
+    except Exception:
+        # A concurrent POST with the same id won the race between our status check and this start. host.json sets
+        # overridableExistingInstanceStates=NonRunningStates, so the extension refuses the second start instead
+        # of restarting the running collection; answer with the collection that exists.
+        if _runtime_status(await client.get_status(collection_id)) is None:
+            raise
+        return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
     logger.info("started collection %s: %d chunks, K=%d", collection_id, request.chunk_count, request.max_concurrency)
     body_out = {"collectionId": collection_id, "existing": False, "chunks": request.chunk_count}
     return ApiResponse(202, body_out, collection_id)

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from http_api import service
 from shared import names
 from shared.settings import Settings
@@ -130,3 +132,41 @@ def test_retry_failed_starts_a_linked_collection_of_only_the_failed_chunks() -> 
     assert retry_id == "case-3-retry-abc123"
     assert payload["spec"]["explicit"] == [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
     assert payload["spec"]["parentCollectionId"] == "case-3" and payload["spec"]["plan"] is None
+
+
+@dataclass
+class RacingClient(FakeClient):
+    """A second POST with the same id started the instance between our status check and our start."""
+
+    checks: int = 0
+
+    async def get_status(self, instance_id: str, show_history: bool = False, show_history_output: bool = False,
+                         show_input: bool = False) -> Any:  # fmt: skip
+        self.checks += 1
+        if self.checks == 1:
+            return SimpleNamespace(runtime_status=None)
+        return SimpleNamespace(runtime_status=SimpleNamespace(value="Running"))
+
+    async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str:
+        raise RuntimeError("An instance with ID 'same' already exists and is running")
+
+
+def test_a_same_id_post_that_loses_the_start_race_answers_with_the_existing_collection() -> None:
+    response = start(RacingClient(), {**BODY, "collectionId": "same"})
+    assert (response.status, response.body["existing"], response.instance_id) == (200, True, "same")
+
+
+def test_a_start_failure_without_an_existing_instance_is_not_hidden() -> None:
+    class Broken(FakeClient):
+        async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str:
+            raise RuntimeError("task hub unavailable")
+
+    with pytest.raises(RuntimeError, match="task hub unavailable"):
+        start(Broken(), BODY)
+
+
+def test_host_json_refuses_to_restart_a_running_instance_with_the_same_id() -> None:
+    from pathlib import Path
+
+    host = json.loads((Path(__file__).parents[2] / "host.json").read_text())
+    assert host["extensions"]["durableTask"]["overridableExistingInstanceStates"] == "NonRunningStates"
