@@ -67,8 +67,10 @@ def graph_submit(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
     def body() -> ActivityResult:
         display = query_display_name(str(payload["collectionId"]), chunk)
         query_id = None
-        if int(payload.get("attempt", 1)) > 1 and isinstance(api, FindsQueries):
-            # An earlier attempt may have created the query before failing: reuse it (the daily quota counts creates).
+        if isinstance(api, FindsQueries):
+            # An earlier run may have created the query: a failed attempt, or this very attempt run twice (the worker
+            # died after the create, before its result was recorded: crash points C8/C9, where the payload's
+            # ``attempt`` is unchanged). Reuse it: the quota counts creates, and a lost id would leak a live query.
             query_id = api.find_query(chunk.window(), display_name=display)
         if query_id is None:
             query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)

@@ -78,3 +78,17 @@ def test_exchange_up_to_cap_under_the_cap_is_the_whole_window(emu: Emu) -> None:
     client = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, session_cap=5000, result_size=25)
     got = collect(client.iter_record_pages_up_to_cap(win, AuditFilters()), win)
     assert sorted(got.ids) == sorted(emu.handle.ground_truth_ids(TENANT, win.start, win.end))
+
+
+def test_graph_submit_activity_run_twice_creates_one_query(fresh: Emu) -> None:
+    """At-least-once: the submit activity re-runs with the same payload (attempt 1) after a crash past the create."""
+    from activities import bodies
+    from shared.models import ActivityResult, Chunk
+
+    client = GraphAuditClient(fresh.config(), retry_wait_scale=FAST)
+    win = window(1.0, offset_hours=4.0)
+    payload = {"collectionId": "c1", "tenantId": TENANT, "chunk": Chunk(win.start, win.end).to_json(), "attempt": 1}
+    first = ActivityResult.from_json(bodies.graph_submit(client, payload))
+    again = ActivityResult.from_json(bodies.graph_submit(client, payload))
+    assert first.ok and again.ok and first.data["queryId"] == again.data["queryId"]
+    assert fresh.handle.stats.queries_created[TENANT] == 1
