@@ -22,9 +22,9 @@ from urllib.parse import quote
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig
-from shared.audit.http import ApiIdentity, AuditHttpClient
-from shared.audit.normalise import normalise_exchange_row, pascal
-from shared.audit.ports import AuditFilters, MalformedRecord, RecordPage, TimeWindow
+from shared.audit.http import ApiIdentity, http_client_for
+from shared.audit.normalise import normalise_exchange_row, page_of, pascal
+from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
 from shared.errors import NeedsSplitError, PermanentApiError, RequestValidationError, TransientApiError
 
 logger = logging.getLogger(__name__)
@@ -154,13 +154,13 @@ class ExchangeAuditClient:
         result_size: int = RESULT_SIZE,
     ) -> None:
         self._config = config
-        extra: dict[str, Any] = {}
-        if sleep is not None:
-            extra["sleep"] = sleep
-        if clock is not None:
-            extra["clock"] = clock
-        self._http = AuditHttpClient(
-            config, tokens or token_provider_for(config), EXCHANGE_API, retry_wait_scale=retry_wait_scale, **extra
+        self._http = http_client_for(
+            config,
+            tokens or token_provider_for(config),
+            EXCHANGE_API,
+            sleep=sleep,
+            clock=clock,
+            retry_wait_scale=retry_wait_scale,
         )
         self._url = f"{config.exchange_root}/adminapi/beta/{quote(config.tenant_id, safe='')}/InvokeCommand"
         self.session_cap = session_cap
@@ -272,13 +272,7 @@ class ExchangeAuditClient:
             cursor.accept(rows)
             if first and cursor.result_count is not None and not up_to_cap:
                 self._check_cap(cursor.result_count, window, record_type)
-            page = RecordPage(records=[])
-            for row in rows:
-                result = normalise_exchange_row(row)
-                if isinstance(result, MalformedRecord):
-                    page.malformed.append(result)
-                else:
-                    page.records.append(result)
+            page = page_of(rows, normalise_exchange_row)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page

@@ -14,9 +14,9 @@ from urllib.parse import quote, urlsplit
 
 from shared.audit.auth import GRAPH_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig
-from shared.audit.http import ApiIdentity, AuditHttpClient
-from shared.audit.normalise import normalise_graph_record
-from shared.audit.ports import AuditFilters, MalformedRecord, QueryState, QueryStatus, RecordPage, TimeWindow
+from shared.audit.http import ApiIdentity, http_client_for
+from shared.audit.normalise import normalise_graph_record, page_of
+from shared.audit.ports import AuditFilters, QueryState, QueryStatus, RecordPage, TimeWindow
 from shared.errors import PermanentApiError, QueryFailedError
 from shared.records import format_timestamp
 
@@ -97,15 +97,9 @@ def parse_query_status(body: dict[str, Any]) -> QueryStatus:
 def parse_records_page(body: dict[str, Any]) -> tuple[RecordPage, str | None]:
     """One ``records`` response → (page of normalised records + quarantined ones, next link)."""
     items = body.get("value")
-    page = RecordPage(records=[])
     if not isinstance(items, list):
         raise PermanentApiError("Graph records page has no 'value' list")
-    for item in items:
-        result = normalise_graph_record(item)
-        if isinstance(result, MalformedRecord):
-            page.malformed.append(result)
-        else:
-            page.records.append(result)
+    page = page_of(items, normalise_graph_record)
     next_link = body.get("@odata.nextLink")
     return page, next_link if isinstance(next_link, str) and next_link else None
 
@@ -123,13 +117,13 @@ class GraphAuditClient:
         retry_wait_scale: float = 1.0,
     ) -> None:
         self._config = config
-        extra: dict[str, Any] = {}
-        if sleep is not None:
-            extra["sleep"] = sleep
-        if clock is not None:
-            extra["clock"] = clock
-        self._http = AuditHttpClient(
-            config, tokens or token_provider_for(config), GRAPH_API, retry_wait_scale=retry_wait_scale, **extra
+        self._http = http_client_for(
+            config,
+            tokens or token_provider_for(config),
+            GRAPH_API,
+            sleep=sleep,
+            clock=clock,
+            retry_wait_scale=retry_wait_scale,
         )
         self._root = f"{config.graph_root}/security/auditLog/queries"
         self._origin = urlsplit(config.graph_base_url)

@@ -283,3 +283,23 @@ class AuditHttpClient:
                 )
             raise _RetryableError(f"{self._api.name} {method} {detail}", status=403)
         raise PermanentApiError(f"{self._api.name} {method} failed: {detail}", status=status)
+
+
+def http_client_for(
+    config: AuditApiConfig,
+    tokens: TokenProvider,
+    api: ApiIdentity,
+    *,
+    sleep: Callable[[float], None] | None = None,
+    clock: Callable[[], datetime] | None = None,
+    retry_wait_scale: float = 1.0,
+) -> AuditHttpClient:
+    """An :class:`AuditHttpClient` where ``None`` means the real sleep and clock (the adapters' shared constructor)."""
+    return AuditHttpClient(
+        config,
+        tokens,
+        api,
+        sleep=sleep or time.sleep,
+        clock=clock or (lambda: datetime.now(UTC)),
+        retry_wait_scale=retry_wait_scale,
+    )

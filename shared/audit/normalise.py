@@ -7,9 +7,10 @@ A record that cannot be trusted (no id, no time, ``auditData`` that does not par
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from shared.audit.ports import AuditRecord, MalformedRecord
+from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
 from shared.records import format_timestamp, parse_timestamp
 
 _MAX_RAW = 64_000  # keep quarantine entries bounded even if a record is huge
@@ -121,3 +122,15 @@ def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
         "administrativeUnits": [],
         "auditData": data,
     }
+
+
+def page_of(items: Iterable[Any], normalise: Callable[[Any], AuditRecord | MalformedRecord]) -> RecordPage:
+    """One page of normalised records, with the ones that failed normalisation quarantined beside them."""
+    page = RecordPage(records=[])
+    for item in items:
+        result = normalise(item)
+        if isinstance(result, MalformedRecord):
+            page.malformed.append(result)
+        else:
+            page.records.append(result)
+    return page
