@@ -13,7 +13,7 @@ import re
 _URL_QUERY = re.compile(r"(?P<url>\b[a-z][a-z0-9+.-]*://[^\s?#'\"<>]+)\?[^\s#'\"<>]*", re.IGNORECASE)
 _ASSIGNMENT = re.compile(
     r"(?P<key>\b(?:sig|signature|accountkey|sharedaccesskey|client_secret|password|access_token|refresh_token|"
-    r"code|assertion|client_assertion)\s*[=:]\s*)[^\s;&,'\"]+",
+    r"client_assertion)\s*[=:]\s*)[^\s;&,'\"]+",
     re.IGNORECASE,
 )
 _BEARER = re.compile(r"(?P<key>\bbearer\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE)

@@ -42,6 +42,8 @@ def test_redact_removes_credentials_and_keeps_the_rest(message: str) -> None:
 def test_text_without_credentials_is_unchanged() -> None:
     text = "Graph audit log query API GET 503 ServiceUnavailable: try later (https://graph.microsoft.com/beta)"
     assert redact(text) == text
+    aad = "AADSTS7000215: the client secret is invalid; check setting client_secret (AUDIT_CLIENT_SECRET). code: 7"
+    assert redact(aad) == aad
 
 
 def test_activity_errors_from_exceptions_are_redacted() -> None:
