@@ -177,6 +177,20 @@ class Engine:
         _log.info("engine stopped: hub %s", self.hub_name)
 
     @property
+    def is_running(self) -> bool:
+        """Started, not stopped, not killed by a fault injection."""
+        with self._lock:
+            return self._started and not self._stopped and not self.faults.dead
+
+    def is_quiet(self) -> bool:
+        """No dequeued orchestration message buffered and no activity work item handed out.
+
+        Tests that drive a ``ManualClock`` advance it only when the engine is quiet, so that virtual time
+        never overtakes the visibility timeout of work that is merely slow on a loaded machine.
+        """
+        return self._pending.count() == 0 and self._activities.running == 0
+
+    @property
     def is_dead(self) -> bool:
         """True once a fault injection killed this worker."""
         return self.faults.dead

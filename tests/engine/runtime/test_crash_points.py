@@ -54,11 +54,17 @@ class World:
         return engine
 
     def pump_until(self, done: Callable[[], bool], *, step: float = 20.0, limit: int = 2000) -> bool:
-        """Advance the clock by ``step`` seconds at a time (letting the engine run between) until ``done``."""
+        """Advance the clock by ``step`` seconds at a time (letting the engine run between) until ``done``.
+
+        Time moves only once every running engine is quiet (or after 5 s of real time, so a wedged state
+        still progresses): advancing while work is merely slow (a loaded CI machine) would expire the
+        visibility timeouts of messages still being processed and run activities twice.
+        """
         for _ in range(limit):
             if done():
                 return True
-            time.sleep(0.005)
+            time.sleep(0.002)
+            wait_until(lambda: all(e.is_quiet() for e in self.engines if e.is_running), timeout=5)
             if done():
                 return True
             self.clock.advance(step)
