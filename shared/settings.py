@@ -85,6 +85,9 @@ class Settings:
     retry_base_seconds: float = 15.0
     retry_max_seconds: float = 600.0
     max_filter_values: int = 50
+    max_records_per_chunk: int = 0
+    """Split a Graph chunk whose query reports more records than this (0 = only at the source's cap), so one
+    export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
 
     @property
     def sink_kind(self) -> str:
@@ -151,6 +154,9 @@ class Settings:
             retry_base_seconds=reader.number("COLLECTOR_RETRY_BASE_SECONDS", d.retry_base_seconds, float, 0, 3600),
             retry_max_seconds=reader.number("COLLECTOR_RETRY_MAX_SECONDS", d.retry_max_seconds, float, 0, 86_400),
             max_filter_values=reader.number("COLLECTOR_MAX_FILTER_VALUES", d.max_filter_values, int, 1, 1000),
+            max_records_per_chunk=reader.number(
+                "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
+            ),
         )
         _check_consistency(settings)
         return settings

@@ -176,8 +176,15 @@ class CollectionWindow:
             return self._conclude(lane, ("failed", self._failure(lane, error)))
         if data.get("limitExceeded") and not lane.allow_incomplete:
             return self._needs_split(lane)
+        if self._over_budget(data.get("approximateCount")) and lane.chunk.seconds / 2 >= self.options.min_split_seconds:
+            # Complete but too big for one export activity: halves export faster (a minimum window exports as is).
+            return self._conclude(lane, ("split", None))
         lane.phase = EXPORT
         return [self._call(lane)]
+
+    def _over_budget(self, approximate: object) -> bool:
+        limit = self.options.max_records_per_chunk
+        return limit > 0 and isinstance(approximate, int | float) and approximate > limit
 
     def _needs_split(self, lane: Lane) -> list[Step]:
         if lane.allow_incomplete:  # the activity was told to accept a partial window; a loop here would never end

@@ -27,6 +27,7 @@ class RunOptions:
     retry_max_seconds: float = 600.0
     min_split_seconds: int = 60
     chunks_per_execution: int = 50
+    max_records_per_chunk: int = 0
 
     @classmethod
     def from_settings(cls, settings: Settings, max_concurrency: int) -> RunOptions:
@@ -41,6 +42,7 @@ class RunOptions:
             retry_max_seconds=settings.retry_max_seconds,
             min_split_seconds=settings.min_split_seconds,
             chunks_per_execution=settings.chunks_per_execution,
+            max_records_per_chunk=settings.max_records_per_chunk,
         )
 
     def poll_delay(self, polls_done: int) -> float:

@@ -265,3 +265,29 @@ def test_sink_and_crash_failures_are_retried_but_permanent_ones_are_not() -> Non
     assert isinstance(again, CallActivity) and again.input["attempt"] == 2
     assert window.on_result(0, summary_for(again)) == []
     assert window.state.completed == 1
+
+
+def test_a_graph_chunk_over_the_record_budget_is_split_until_the_minimum_window() -> None:
+    window = CollectionWindow(spec(1, 1, max_records_per_chunk=500, min_split_seconds=1800))  # 60 min -> 30 min
+    (_submit,) = window.fill()
+    window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
+    (_poll,) = window.on_timer(0)
+    big = {"state": "succeeded", "limitExceeded": False, "approximateCount": 900}
+    (delete,) = window.on_result(0, ActivityResult.success(big))
+    assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE  # frees the query first
+    assert window.on_result(0, ActivityResult.success({"deleted": True})) == []
+    assert window.state.splits == 1 and [c.seconds for c in window.state.requeued] == [1800, 1800]
+    (_half,) = window.fill()
+    window.on_result(1, ActivityResult.success({"queryId": "q-1"}))
+    window.on_timer(1)
+    # A half at the minimum window is exported as is, complete (not reported incomplete).
+    (export,) = window.on_result(1, ActivityResult.success(big))
+    assert isinstance(export, CallActivity) and export.name == names.ACTIVITY_GRAPH_EXPORT
+    assert export.input["allowIncomplete"] is False
+    # Under the budget (or with the budget off) nothing splits.
+    small = CollectionWindow(spec(1, 1, max_records_per_chunk=0))
+    small.fill()
+    small.on_result(0, ActivityResult.success({"queryId": "q-0"}))
+    small.on_timer(0)
+    (export,) = small.on_result(0, ActivityResult.success(big))
+    assert export.name == names.ACTIVITY_GRAPH_EXPORT and small.state.splits == 0
