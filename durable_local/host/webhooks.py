@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -291,10 +292,12 @@ def _int(value: str | None) -> int | None:
 
 
 def _float(value: str | None) -> float | None:
+    """A finite number of seconds, else None: ``timeout=nan`` would make a wait loop never end."""
     try:
-        return float(value) if value is not None else None
+        number = float(value) if value is not None else None
     except ValueError:
         return None
+    return number if number is not None and math.isfinite(number) else None
 
 
 def _time(value: str | None) -> datetime | None:

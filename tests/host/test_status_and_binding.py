@@ -17,7 +17,7 @@ from durable_local.host.invoke import AsyncRunner, make_activity
 from durable_local.host.keys import HostKeys, keys_equal
 from durable_local.host.loader import ActivityFunction
 from durable_local.host.status_json import history_payload, status_payload
-from durable_local.host.webhooks import DurableHttpApi
+from durable_local.host.webhooks import DurableHttpApi, _float
 from durable_local.model import EventType, RuntimeStatus
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
@@ -180,3 +180,9 @@ def test_api_failure_log_does_not_contain_the_rpc_token(caplog: pytest.LogCaptur
     assert response.status == 500
     assert "instances/abc" in caplog.text
     assert keys.rpc_token not in caplog.text
+
+
+def test_wait_parameters_must_be_finite_seconds() -> None:
+    # timeout=nan or inf would keep a wait_for_completion thread busy forever.
+    assert [_float(v) for v in ("nan", "inf", "-inf", "abc", None)] == [None] * 5
+    assert _float("2.5") == 2.5
