@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
 
 from shared.audit import build_query_api, build_search_api
 from shared.audit.exchange import ExchangeAuditClient
@@ -18,6 +13,7 @@ from shared.audit.graph import GraphAuditClient
 from shared.audit.ports import AuditFilters, QueryState
 from shared.errors import AuthenticationError, MissingPermissionError
 from tests.audit.conftest import FAST, TENANT, Emu, register, wait_for_query, window
+from tests.support.certs import self_signed_pem
 
 WIN = window(0.5, offset_hours=4.0)
 
@@ -72,25 +68,9 @@ def test_transient_403_is_retried(emu: Emu) -> None:
 
 
 def _certificate(path: Path) -> bytes:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ual-collector-test")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=5))
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    path.write_bytes(key_pem + cert_pem)
-    return cert_pem
+    key_pem, cert_pem = self_signed_pem("ual-collector-test")
+    path.write_text(key_pem + cert_pem)
+    return cert_pem.encode()
 
 
 def test_certificate_credential_signs_in(emu: Emu, tmp_path: Path) -> None:

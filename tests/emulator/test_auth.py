@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 import msal
 import pytest
 import requests
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import NameOID
+from cryptography.hazmat.primitives import hashes
 
 from m365_emulator import AppRegistration, Emulator, run_emulator
 from tests.emulator.helpers import (
@@ -25,27 +21,12 @@ from tests.emulator.helpers import (
     queries_url,
     session_for,
 )
+from tests.support.certs import self_signed_pem
 
 
 def _self_signed() -> tuple[str, str]:
     """(private key PEM, certificate PEM) for an app credential."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "collector-app")])
-    now = datetime.now(UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - timedelta(minutes=1))
-        .not_valid_after(now + timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    return key_pem, cert.public_bytes(serialization.Encoding.PEM).decode()
+    return self_signed_pem("collector-app")
 
 
 def test_secret_grant_returns_bearer_token_usable_on_graph(emu: Emulator) -> None:
