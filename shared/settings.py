@@ -88,6 +88,8 @@ class Settings:
     max_records_per_chunk: int = 0
     """Split a Graph chunk whose query reports more records than this (0 = only at the source's cap), so one
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
+    delete_queries: bool = False
+    """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
 
     @property
     def sink_kind(self) -> str:
@@ -157,6 +159,7 @@ class Settings:
             max_records_per_chunk=reader.number(
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
+            delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
         )
         _check_consistency(settings)
         return settings
@@ -187,6 +190,15 @@ class _Reader:
         if value not in allowed:
             raise ConfigError(name, f"must be one of {', '.join(allowed)}")
         return value
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self.optional(name)
+        if raw is None:
+            return default
+        value = raw.lower()
+        if value not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(name, "must be true or false")
+        return value in ("true", "1", "yes")
 
     def url(self, name: str, default: str) -> str:
         value = self.text(name, default).rstrip("/")
