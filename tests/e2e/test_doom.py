@@ -1,5 +1,5 @@
 """A permanent problem that dooms every chunk (bad secret, missing Graph permission) stops the collection early:
-status Failed, a reason naming the setting or permission, and no Graph query left behind."""
+status Failed, a reason naming the setting or permission, and (with deletion on) no Graph query left behind."""
 
 from __future__ import annotations
 
@@ -57,10 +57,11 @@ def test_permission_revoked_mid_run_stops_and_deletes_the_queries_in_flight(
 
     def slow_queries(config: EmulatorConfig) -> None:
         config.graph.completion_delay_seconds = 30.0
+        config.graph.delete_supported = True  # the deletion path under test needs a service that deletes
 
     emulator = make_emulator(configure=slow_queries)
     end = START + timedelta(hours=CHUNKS)
-    with serve(emulator, tmp_path) as host:
+    with serve(emulator, tmp_path, {"COLLECTOR_DELETE_QUERIES": "true"}) as host:
         assert host.post(body(end, interval=60, k=3, collectionId="revoked")).status_code == 202
         # Wait until three queries are live: a condition with a generous deadline, not a count of polls, so a
         # loaded CI box (slower engine, faster polls relative to it) cannot end the wait early.
@@ -73,3 +74,4 @@ def test_permission_revoked_mid_run_stops_and_deletes_the_queries_in_flight(
     _check_stopped_early(summary)
     assert summary["reason"]["kind"] == "permission"
     assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == 3
+    assert summary["queries"]["deleted"] == 3
