@@ -148,6 +148,9 @@ class ExchangeSettings:
     """Require ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant initial domain>``."""
     anchor_accepts_tenant_id: bool = False
     """Also accept the tenant GUID after the ``@`` (some public clients send it)."""
+    anchor_domain: str | None = None
+    """The domain the service routes the tenant by (None = the tenant's ``domain``). Another value makes every anchor
+    a client derives from the tenant's domain wrong: the "wrong anchor mailbox" failure mode."""
     anchor_error: str = "routing_hint"
     """How a wrong anchor is answered: "routing_hint" (400 ErrorIncorrectRoutingHint) or "stale" (503
     MailboxInfoStale, the older answer)."""

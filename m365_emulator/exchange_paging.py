@@ -75,7 +75,7 @@ def anchor_problem(request: Request, spec: TenantSpec, settings: ExchangeSetting
     value = request.headers.get("x-anchormailbox", "")
     kind, _, rest = value.partition(":")
     mailbox, _, domain = rest.partition("@")
-    targets = {spec.domain.casefold()}
+    targets = {(settings.anchor_domain or spec.domain).casefold()}
     if settings.anchor_accepts_tenant_id:
         targets.add(spec.tenant_id.casefold())
     if kind.upper() == "APP" and mailbox.casefold() == SYSTEM_MAILBOX.casefold() and domain.casefold() in targets:

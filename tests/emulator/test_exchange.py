@@ -334,6 +334,9 @@ def test_anchor_knobs(exo: requests.Session, emu: Emulator) -> None:
     emu.config.exchange.anchor_error = "stale"
     stale = exo.post(invoke_url(emu), json=body, headers=by_guid)
     assert stale.status_code == 503 and stale.json()["error"]["code"] == "MailboxInfoStale"
+    emu.config.exchange.anchor_error = "routing_hint"
+    emu.config.exchange.anchor_domain = "contosoltd.onmicrosoft.com"  # the failure mode: the right form, wrong domain
+    assert exo.post(invoke_url(emu), json=body, headers=HEADERS).status_code == 400
     emu.config.exchange.check_anchor = False
     assert exo.post(invoke_url(emu), json=body, headers={**HEADERS, "X-AnchorMailbox": "x"}).status_code == 200
 
