@@ -194,6 +194,8 @@ class LocalHost:
             "max_concurrent_activities": settings.max_concurrent_activities,
             "max_concurrent_orchestrations": settings.max_concurrent_orchestrations,
             "scheduling_mode": self._mode,
+            "max_entity_operation_batch_size": settings.max_entity_operation_batch_size,
+            "entity_message_reorder_window": timedelta(minutes=settings.entity_message_reorder_window_minutes),
         }
         if settings.max_queue_polling_interval is not None:
             fields["max_queue_polling_interval"] = timedelta(seconds=settings.max_queue_polling_interval)

@@ -96,6 +96,8 @@ def test_host_json_settings() -> None:
     assert settings.partition_count == 2
     assert settings.max_queue_polling_interval == 1.0
     assert load_host_json(APPS / "blueprint").route_prefix == "v1"
+    entities = load_host_json(APPS / "entities")
+    assert (entities.max_entity_operation_batch_size, entities.entity_message_reorder_window_minutes) == (2, 30)
 
 
 def test_host_json_defaults_and_errors(tmp_path: Path) -> None:

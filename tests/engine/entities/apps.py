@@ -31,6 +31,9 @@ def tally(context: df.DurableEntityContext) -> None:
         context.set_result(value)
     elif context.operation_name == "get":
         context.set_result(value)
+    elif context.operation_name == "delete":
+        context.destruct_on_exit()
+        return
     context.set_state(value)
 
 

@@ -117,3 +117,14 @@ def test_batch_request_has_exactly_the_keys_the_python_sdk_accepts() -> None:
 def test_an_unreadable_batch_result_aborts_the_batch(answer: str, reason: str) -> None:
     with pytest.raises(EntityBatchError, match=reason):
         parse_batch_result(answer, 1)
+
+
+def test_the_sender_of_a_message_survives_the_queue_codec() -> None:
+    from durable_local.history import event_raised
+    from durable_local.model import TaskMessage
+    from durable_local.storage.codec import decode_task_message, encode_task_message
+
+    message = TaskMessage("orch", "e1", event_raised(timestamp=T, name="x", input=None), 3, sender="@counter@k")
+    assert decode_task_message(encode_task_message(message)) == message
+    plain = TaskMessage("orch", None, event_raised(timestamp=T, name="x", input=None))
+    assert "sender" not in encode_task_message(plain)  # rows written before entities decode unchanged
