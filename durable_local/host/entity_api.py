@@ -93,8 +93,8 @@ class EntityHttpApi:
             query.page_size = top
         entities, token = await asyncio.to_thread(self._engine.list_entities, query)
         response = web.json_response([_entity_status(e) for e in entities], status=200)
-        if token:
-            response.headers["x-ms-continuation-token"] = token
+        # HandleListEntitiesRequestAsync adds the header even for the last page (.NET writes the null token as "").
+        response.headers["x-ms-continuation-token"] = token or ""
         return response
 
 

@@ -85,6 +85,7 @@ def test_http_api_reads_lists_and_signals_entities(counter_sample: ServedApp) ->
     token = page.headers["x-ms-continuation-token"]
     rest = requests.get(f"{base}/entities", headers={"x-ms-continuation-token": token}, timeout=10).json()
     assert {e["entityId"]["key"] for e in page.json() + rest} == set(by_key)
+    assert listed.headers["x-ms-continuation-token"] == ""  # the last page still carries the header
     assert requests.get(f"{base}/entities/Counter/none-such", timeout=10).status_code == 404
     unknown = requests.post(f"{base}/entities/Nope/k?op=add", json="1", timeout=10)
     assert unknown.status_code == 400 and "'nope'" in unknown.json()["Message"]

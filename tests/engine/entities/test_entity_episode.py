@@ -8,7 +8,10 @@ from datetime import timedelta
 import pytest
 
 from durable_local.entities.batch import EntityBatchError
-from durable_local.history import event_type, execution_terminated
+from durable_local.entities.dotnet import format_datetime, ticks_of, to_ticks
+from durable_local.entities.ids import EntityId
+from durable_local.entities.messages import RequestMessage
+from durable_local.history import event_raised, event_type, execution_terminated
 from durable_local.model import EventType, RuntimeStatus, TaskMessage
 
 from .helpers import T0, Caller, client_signal, episode, registry, state_of
@@ -129,3 +132,50 @@ def test_a_missing_entity_function_or_a_failing_function_aborts_the_batch() -> N
 
     with pytest.raises(EntityBatchError, match="worker crashed"):
         episode(ENTITY, [client_signal(ENTITY, "add", 1)], functions=registry(counter=broken))
+
+
+def test_lock_requests_from_other_sdks_lock_forward_and_release() -> None:
+    # Python 1.x cannot send lock requests, but the scheduler handles them as the extension does: the lock
+    # request ends the batch, locks the entity for its sender and travels on to the next entity of its lock set.
+    holder = Caller("holder", "hx")
+    other = Caller("other", "ox")
+    lockset = [EntityId.of("counter", "k"), EntityId.of("counter", "m")]
+    lock = RequestMessage(id="lock-1", parent_instance_id="holder", parent_execution_id="hx", lockset=lockset)
+    locked = episode(ENTITY, [_labelled(holder, lock), other.request(ENTITY, "add", 5, signal=True)])
+    assert state_of(locked)["lockedBy"] == "holder" and len(state_of(locked)["queue"]) == 1
+    (forwarded,) = locked.orchestrator_messages
+    assert forwarded.instance_id == "@counter@m" and json.loads(forwarded.event["Input"])["pos"] == 1
+    # Only the holder's requests run while it holds the lock; the release lets the others through.
+    mine = episode(ENTITY, [holder.request(ENTITY, "add", 1, signal=True)], past=locked.history)
+    assert state_of(mine)["state"] == "1" and len(state_of(mine)["queue"]) == 1
+    release = event_raised(timestamp=T0, name="release", input=json.dumps({"parent": "holder", "id": "lock-1"}))
+    released = episode(ENTITY, [TaskMessage(ENTITY, None, release)], past=mine.history)
+    assert state_of(released)["state"] == "6" and "lockedBy" not in state_of(released)
+
+
+def test_the_last_entity_of_a_lock_set_answers_the_holder() -> None:
+    lock = RequestMessage(id="lock-2", parent_instance_id="holder", parent_execution_id="hx")
+    lock.lockset = [EntityId.of("counter", "k")]
+    result = episode(ENTITY, [_labelled(Caller("holder", "hx"), lock)])
+    (answer,) = result.orchestrator_messages
+    assert (answer.instance_id, answer.execution_id, answer.event["Name"]) == ("holder", "hx", "lock-2")
+    assert json.loads(answer.event["Input"]) == {"result": "Lock Acquisition Completed"}
+
+
+def _labelled(sender: Caller, request: RequestMessage) -> TaskMessage:
+    """A lock request as an orchestration sends it: labelled by its sorter like any request."""
+    sender.sorter.label_outgoing(request, ENTITY, to_ticks(T0) + 1000, ticks_of(timedelta(minutes=30)))
+    event = event_raised(timestamp=T0, name="op", input=request.to_text())
+    return TaskMessage(ENTITY, None, event, sender=sender.instance_id)
+
+
+def test_a_request_due_later_is_sent_back_to_the_entity_until_it_is_due() -> None:
+    due = T0 + timedelta(hours=1)
+    request = RequestMessage(id="later", operation="add", is_signal=True, input=json.dumps(json.dumps(2)))
+    request.scheduled_time = to_ticks(due)
+    early = episode(ENTITY, [TaskMessage(ENTITY, None, event_raised(timestamp=T0, name="op", input=request.to_text()))])
+    assert "state" not in state_of(early) and early.orchestrator_messages == []
+    (again,) = early.timer_messages  # back to itself, hidden until it is due
+    assert again.visible_at == due and again.message.event["Name"] == "op@" + format_datetime(to_ticks(due))
+    on_time = episode(ENTITY, [again.message], past=early.history, now=due)
+    assert state_of(on_time)["state"] == "2"
