@@ -34,9 +34,9 @@ class _Counts:
 
 def _unusable(record: AuditRecord, exc: Exception) -> MalformedRecord:
     """A record the adapter passed but this writer cannot use, with whatever id and time it still has."""
-    record_id = record.get("id")
+    record_id = record.get("id") if isinstance(record, dict) else None
     try:
-        created = parse_record_time(record)
+        created = parse_record_time(record) if isinstance(record, dict) else None
     except ValueError:
         created = None
     return MalformedRecord(
