@@ -26,7 +26,7 @@ from datetime import datetime, timedelta
 
 from durable_local.dispatch.counters import EngineCounters
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
-from durable_local.history import event_type, execution_terminated, parse_timestamp
+from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
 from durable_local.ports import Clock, EtagConflictError, HistoryBatch, Queue, QueueMessage, TrackingStore
 from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
@@ -229,12 +229,9 @@ class OrchestrationDispatcher:
         messages = [m.body for m in session.current_batch]
         # DTFx EnsureExecutionStartedIsFirst: a start message leads the new events.
         messages.sort(key=lambda m: event_type(m.event) is not EventType.EXECUTION_STARTED)
-        if session.terminate_reason is not None:
-            # The seed appends ExecutionTerminated to the prefetched history; here it is delivered as the
-            # episode's first new event so the replay layer terminates the orchestration the normal way.
-            past = past[:-1]
-            reason_event = execution_terminated(timestamp=now, reason=session.terminate_reason)
-            messages.insert(0, TaskMessage(session.instance_id, session.execution_id, reason_event))
+        # When the history exceeded max_history_events, its last past event is the seed's ExecutionTerminated:
+        # replaying it terminates the instance, and as a past event it is never written (like DTFx, which
+        # checkpoints only the runtime state's new events; its row number stays unused).
         replay_started = time.perf_counter()
         result = run_episode(
             EpisodeInput(
