@@ -259,42 +259,51 @@ class OrchestrationSessionManager:
                 session.add_or_replace_messages(new_messages)
 
     def _prefetch(self, batch: PendingMessageBatch) -> None:
-        """The seed's ``ScheduleOrchestrationStatePrefetch``: load history, then mark the batch ready."""
-        while not self._shutdown.is_set():
-            try:
-                if batch.history is None:
-                    loaded = self._tracking.get_history(batch.instance_id, batch.execution_id)
-                    events = list(loaded.events)
-                    limit = self._settings.max_history_events
-                    if limit is not None and len(events) > limit:
-                        _log.error(
-                            "Orchestration %s has %d events, exceeding the limit of %d. "
-                            "Orchestrator will be terminated.",
-                            batch.instance_id,
-                            len(events),
-                            limit,
-                        )
-                        reason = MAX_HISTORY_REASON.format(limit=limit)
-                        events.append(execution_terminated(timestamp=self._clock.now(), reason=reason))
-                        batch.terminate_reason = reason
-                    if not loaded.checkpoint_complete:
-                        self.partial_checkpoints_seen += 1
-                        _log.warning("%s: history has a partial checkpoint (crash between batches)", batch.instance_id)
-                    batch.etag = loaded.etag
-                    batch.last_checkpoint_time = loaded.last_checkpoint_time
-                    batch.checkpoint_complete = loaded.checkpoint_complete
-                    batch.history_execution_id = loaded.execution_id
-                    batch.history = events
-                with self._lock:
-                    self._ready.append(batch)
-                    self._ready_changed.notify()
-                return
-            except WorkerKilled:
-                raise
-            except Exception:
-                self.prefetch_failures += 1
-                _log.error("history prefetch failed for %s; retrying", batch.instance_id, exc_info=True)
-                self._shutdown.wait(self._settings.prefetch_retry_delay.total_seconds())
+        """The seed's ``ScheduleOrchestrationStatePrefetch``: load history, then mark the batch ready.
+
+        On failure the seed logs, pauses and re-enqueues the prefetch "instead of retrying in a loop" to avoid
+        starvation: the pool thread is released during the pause (``prefetch_retry_delay``), so instances whose
+        history cannot be read never hold every background thread and stall the healthy ones.
+        """
+        if self._shutdown.is_set():
+            return
+        try:
+            if batch.history is None:
+                self._load_history(batch)
+        except WorkerKilled:
+            raise
+        except Exception:
+            self.prefetch_failures += 1
+            _log.error("history prefetch failed for %s; re-enqueued", batch.instance_id, exc_info=True)
+            self._submit_later(self._settings.prefetch_retry_delay, lambda: self._prefetch(batch))
+            return
+        with self._lock:
+            self._ready.append(batch)
+            self._ready_changed.notify()
+
+    def _load_history(self, batch: PendingMessageBatch) -> None:
+        loaded = self._tracking.get_history(batch.instance_id, batch.execution_id)
+        events = list(loaded.events)
+        limit = self._settings.max_history_events
+        if limit is not None and len(events) > limit:
+            _log.error(
+                "Orchestration %s has %d events, exceeding the limit of %d. Orchestrator will be terminated.",
+                batch.instance_id,
+                len(events),
+                limit,
+            )
+            # The seed appends the ExecutionTerminated to the loaded events: a past event that the replay
+            # processes (terminating the instance) and the checkpoint never writes.
+            reason = MAX_HISTORY_REASON.format(limit=limit)
+            events.append(execution_terminated(timestamp=self._clock.now(), reason=reason))
+        if not loaded.checkpoint_complete:
+            self.partial_checkpoints_seen += 1
+            _log.warning("%s: history has a partial checkpoint (crash between batches)", batch.instance_id)
+        batch.etag = loaded.etag
+        batch.last_checkpoint_time = loaded.last_checkpoint_time
+        batch.checkpoint_complete = loaded.checkpoint_complete
+        batch.history_execution_id = loaded.execution_id
+        batch.history = events
 
     # ------------------------------------------------------------------------------------------------
     # Sessions
@@ -394,6 +403,14 @@ class OrchestrationSessionManager:
             self._background.submit(run)
         except RuntimeError:
             _log.debug("background pool closed; work dropped")
+
+    def _submit_later(self, delay: timedelta, work: Callable[[], object]) -> None:
+        """Submit ``work`` to the background pool after ``delay``; no thread of the pool waits meanwhile."""
+        if self._shutdown.is_set():
+            return
+        timer = threading.Timer(delay.total_seconds(), self._submit, args=(work,))
+        timer.daemon = True
+        timer.start()
 
 
 def _each(action: Callable[[QueueMessage], None], messages: list[QueueMessage]) -> None:
