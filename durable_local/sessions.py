@@ -55,6 +55,8 @@ class OrchestrationSessionManager:
         self._faults = faults or FaultInjector()
         self._lock = threading.RLock()
         self._ready_changed = threading.Condition(self._lock)
+        self._checkpoints_changed = threading.Condition(self._lock)
+        self._checkpoints_in_progress = 0
         self._owned: dict[str, ControlQueue] = {}
         self._loops: dict[str, threading.Thread] = {}
         self._pending_batches: list[PendingMessageBatch] = []
@@ -360,6 +362,47 @@ class OrchestrationSessionManager:
                 return None
             self.add_messages_to_pending(session.control_queue, session.pending_messages + session.deferred_messages)
             return session
+
+    def abort_all_sessions(self, timeout: float) -> int:
+        """The seed's ``AbortAllSessions`` (forced stop): forget every active session at once; returns how many.
+
+        An episode still running for an aborted session checkpoints nothing (``begin_checkpoint`` refuses it),
+        as DTFx's ``CompleteTaskOrchestrationWorkItemAsync`` writes nothing when the session is gone: its
+        messages are neither deleted nor abandoned and reappear when their visibility timeout expires.
+        Checkpoints already under way are storage writes, not user code: they finish first (up to ``timeout``).
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            aborted = len(self._active)
+            self._active.clear()
+            while self._checkpoints_in_progress:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    _log.error("%d checkpoint(s) still running after the sessions were aborted", aborted)
+                    break
+                self._checkpoints_changed.wait(remaining)
+        if aborted:
+            _log.warning("aborted %d active session(s); their messages reappear after the visibility timeout", aborted)
+        return aborted
+
+    def begin_checkpoint(self, session: OrchestrationSession) -> bool:
+        """Start ``session``'s checkpoint; False if the session was aborted (write nothing). Pair with
+        ``end_checkpoint``."""
+        with self._lock:
+            if self._active.get(session.instance_id.lower()) is not session:
+                return False
+            self._checkpoints_in_progress += 1
+            return True
+
+    def end_checkpoint(self) -> None:
+        with self._lock:
+            self._checkpoints_in_progress -= 1
+            self._checkpoints_changed.notify_all()
+
+    def is_active(self, session: OrchestrationSession) -> bool:
+        """True while ``session`` is this worker's active session of its instance (not released or aborted)."""
+        with self._lock:
+            return self._active.get(session.instance_id.lower()) is session
 
     def get_stats(self) -> SessionStats:
         with self._lock:

@@ -118,8 +118,11 @@ class OrchestrationDispatcher:
             # A bug or a storage failure: give the messages back (abandon) so that they are retried later.
             self._counters.add("episode_errors")
             _log.exception("orchestration work item for %s failed; abandoning it", session.instance_id)
-            self._abandon_all(session)
-        self._sessions.try_release_session(session.instance_id)
+            if self._sessions.is_active(session):
+                self._abandon_all(session)
+        # An aborted session (forced stop) is already forgotten: nothing to release, its messages stay hidden.
+        if self._sessions.is_active(session):
+            self._sessions.try_release_session(session.instance_id)
 
     def _prepare(self, session: OrchestrationSession) -> bool:
         """Steps 1-3; True if an episode should run."""
@@ -246,7 +249,17 @@ class OrchestrationDispatcher:
         replay_seconds = time.perf_counter() - replay_started
         self._faults.hit(CrashPoint.C1_AFTER_REPLAY, instance_id=session.instance_id)
         checkpoint_started = time.perf_counter()
-        if not self._checkpoint(session, result, now):
+        if not self._sessions.begin_checkpoint(session):
+            # DTFx CompleteTaskOrchestrationWorkItemAsync: "Session for instance ... was not found" (aborted by a
+            # forced stop): nothing is written and the messages are redelivered after their visibility timeout.
+            _log.warning("%s: session aborted while its episode ran; results discarded", session.instance_id)
+            self._counters.emit("episode_aborted", instance_id=session.instance_id)
+            return
+        try:
+            checkpointed = self._checkpoint(session, result, now)
+        finally:
+            self._sessions.end_checkpoint()
+        if not checkpointed:
             return
         for message, reason in result.discarded:
             self._counters.add("discarded_messages")
