@@ -29,7 +29,7 @@ from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
 from durable_local.ports import Clock, EtagConflictError, HistoryBatch, Queue, QueueMessage, TrackingStore
-from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
+from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings, run_episode
 from durable_local.session_types import OrchestrationSession, started_event
 from durable_local.sessions import OrchestrationSessionManager
 from durable_local.settings import EngineSettings
@@ -244,6 +244,7 @@ class OrchestrationDispatcher:
                 now=now,
                 registry=self._registry,
                 mode=self._settings.scheduling_mode,
+                settings=ReplaySettings(include_parameters=self._settings.store_inputs_in_orchestration_history),
             )
         )
         replay_seconds = time.perf_counter() - replay_started

@@ -193,6 +193,7 @@ class LocalHost:
             "max_concurrent_activities": settings.max_concurrent_activities,
             "max_concurrent_orchestrations": settings.max_concurrent_orchestrations,
             "scheduling_mode": self._mode,
+            "store_inputs_in_orchestration_history": settings.store_inputs_in_orchestration_history,
         }
         if settings.max_queue_polling_interval is not None:
             fields["max_queue_polling_interval"] = timedelta(seconds=settings.max_queue_polling_interval)

@@ -29,6 +29,10 @@ class ReplaySettings:
     long_running_timer_interval: timedelta = timedelta(days=3)
     max_orchestration_actions: int = 100_000
     default_http_async_request_sleep_ms: int = 30_000
+    include_parameters: bool = False
+    """DTFx ``TaskOrchestrationDispatcher.IncludeParameters`` (the extension's ``storeInputsInOrchestrationHistory``):
+    keep activity and sub-orchestration inputs in the TaskScheduled / SubOrchestrationInstanceCreated history
+    events. Off by default, as in the extension; the messages always carry the inputs."""
 
 
 @dataclass(slots=True)

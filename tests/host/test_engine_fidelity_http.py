@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,12 +18,32 @@ from tests.host.conftest import APPS, wait_for_status
 WEBHOOKS = "/runtime/webhooks/durabletask"
 
 
-def _serve(**overrides: Any) -> LocalHost:
+def _serve(app_dir: Path = APPS / "basic", **overrides: Any) -> LocalHost:
     fields: dict[str, Any] = {"max_queue_polling_interval": timedelta(milliseconds=100)}
     fields.update(overrides)
-    host = LocalHost(APPS / "basic", port=0, store="memory", settings_overrides=fields, drain_timeout=5)
+    host = LocalHost(app_dir, port=0, store="memory", settings_overrides=fields, drain_timeout=5)
     host.start()
     return host
+
+
+@pytest.fixture
+def plain_host() -> Iterator[LocalHost]:
+    host = _serve()
+    yield host
+    host.stop()
+
+
+@pytest.fixture
+def inputs_host(tmp_path: Path) -> Iterator[LocalHost]:
+    """The basic app with host.json ``storeInputsInOrchestrationHistory: true``."""
+    app_dir = tmp_path / "app"
+    shutil.copytree(APPS / "basic", app_dir)
+    config = json.loads((app_dir / "host.json").read_text())
+    config["extensions"]["durableTask"]["storeInputsInOrchestrationHistory"] = True
+    (app_dir / "host.json").write_text(json.dumps(config))
+    host = _serve(app_dir)
+    yield host
+    host.stop()
 
 
 @pytest.fixture
@@ -49,3 +72,47 @@ def test_max_history_events_terminates_without_a_terminate_event_in_history(limi
     assert "ExecutionTerminated" not in [e["EventType"] for e in events]
     (completed,) = [e for e in events if e["EventType"] == "ExecutionCompleted"]
     assert (completed["OrchestrationStatus"], completed["Result"]) == ("Terminated", reason)
+
+
+def _history(links: dict[str, Any], query: str = "") -> list[dict[str, Any]]:
+    shown = requests.get(links["statusQueryGetUri"] + "&showHistory=true" + query, timeout=10)
+    assert shown.status_code == 200, shown.text
+    return list(shown.json()["historyEvents"])
+
+
+def test_history_events_keep_their_inputs_like_extension_2_9(plain_host: LocalHost) -> None:
+    # DurableClient.GetDurableOrchestrationStatusAsync since extension 2.9.0 (PR #2267): Input stays on every
+    # event unless showInput=false; completions carry the Input of their TaskScheduled (null here: without
+    # storeInputsInOrchestrationHistory the TaskScheduled row is written without its input).
+    links = _start(plain_host, "approval", {"who": "bob"})
+    wait_for_status(links["statusQueryGetUri"], statuses=("Running",))
+    send = links["sendEventPostUri"].replace("{eventName}", "Approval")
+    assert requests.post(send, json={"by": "alice"}, timeout=10).status_code == 202
+    wait_for_status(links["statusQueryGetUri"])
+    events = {e["EventType"]: e for e in _history(links)}
+    assert json.loads(events["ExecutionStarted"]["Input"]) == {"who": "bob"}  # the stored JSON text, as a string
+    assert json.loads(events["EventRaised"]["Input"]) == {"by": "alice"}
+    chained = _start(plain_host, "chaining")
+    wait_for_status(chained["statusQueryGetUri"])
+    completed = [e for e in _history(chained) if e["EventType"] == "TaskCompleted"]
+    assert len(completed) == 3 and all("Input" in e and e["Input"] is None for e in completed)
+    long_wait = _start(plain_host, "long_wait")
+    wait_for_status(long_wait["statusQueryGetUri"], statuses=("Running",))
+    terminate = long_wait["terminatePostUri"].replace("{text}", "enough")
+    assert requests.post(terminate, timeout=10).status_code == 202
+    wait_for_status(long_wait["statusQueryGetUri"])
+    (terminated,) = [e for e in _history(long_wait) if e["EventType"] == "ExecutionTerminated"]
+    assert terminated["Input"] == "enough"
+    assert all("Input" not in e for e in _history(links, "&showInput=false") + _history(long_wait, "&showInput=false"))
+
+
+def test_completions_carry_the_scheduled_input_when_inputs_are_stored(inputs_host: LocalHost) -> None:
+    links = _start(inputs_host, "chaining")
+    wait_for_status(links["statusQueryGetUri"])
+    completed = [e for e in _history(links) if e["EventType"] == "TaskCompleted"]
+    assert [(e["FunctionName"], e["Input"]) for e in completed] == [
+        ("say_hello", '"Tokyo"'),
+        ("say_hello", '"Seattle"'),
+        ("say_hello", '"London"'),
+    ]
+    assert all("Input" not in e for e in _history(links, "&showInput=false"))
