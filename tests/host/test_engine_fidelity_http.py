@@ -116,3 +116,30 @@ def test_completions_carry_the_scheduled_input_when_inputs_are_stored(inputs_hos
         ("say_hello", '"London"'),
     ]
     assert all("Input" not in e for e in _history(links, "&showInput=false"))
+
+
+def test_list_always_answers_a_continuation_token_header(plain_host: LocalHost) -> None:
+    # HttpApiHandler adds x-ms-continuation-token to every list response; with no next page the token is null,
+    # which .NET's HttpHeaders.Add stores as an empty value: the header is present and empty.
+    for name in ("chaining", "chaining"):
+        wait_for_status(_start(plain_host, name)["statusQueryGetUri"])
+    url = f"{plain_host.base_url}{WEBHOOKS}/instances"
+    first = requests.get(url + "?top=1", timeout=10)
+    token = first.headers.get("x-ms-continuation-token")
+    assert first.status_code == 200 and len(first.json()) == 1 and token
+    last = requests.get(url + "?top=5", headers={"x-ms-continuation-token": token}, timeout=10)
+    assert last.status_code == 200 and len(last.json()) == 1
+    assert last.headers.get("x-ms-continuation-token") == ""
+    everything = requests.get(url, timeout=10)
+    assert len(everything.json()) == 2 and everything.headers.get("x-ms-continuation-token") == ""
+
+
+def test_purge_of_a_running_instance_deletes_it_like_the_extension(plain_host: LocalHost) -> None:
+    # HttpApiHandler.HandleDeleteHistoryByIdRequestAsync: 404 for an unknown id, otherwise PurgeInstanceHistoryAsync
+    # whatever the status; the Azure Storage tracking store deletes the row and the history of any instance.
+    running = _start(plain_host, "long_wait")
+    wait_for_status(running["statusQueryGetUri"], statuses=("Running",))
+    purged = requests.delete(running["purgeHistoryDeleteUri"], timeout=10)
+    assert (purged.status_code, purged.json()) == (200, {"instancesDeleted": 1})
+    assert requests.get(running["statusQueryGetUri"], timeout=10).status_code == 404
+    assert requests.delete(running["purgeHistoryDeleteUri"], timeout=10).status_code == 404
