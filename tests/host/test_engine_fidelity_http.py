@@ -143,3 +143,22 @@ def test_purge_of_a_running_instance_deletes_it_like_the_extension(plain_host: L
     assert (purged.status_code, purged.json()) == (200, {"instancesDeleted": 1})
     assert requests.get(running["statusQueryGetUri"], timeout=10).status_code == 404
     assert requests.delete(running["purgeHistoryDeleteUri"], timeout=10).status_code == 404
+
+
+def test_time_range_purge_keeps_only_terminal_statuses_of_its_filter(plain_host: LocalHost) -> None:
+    # AzureTableTrackingStore.PurgeInstanceHistoryAsync(createdTimeFrom, createdTimeTo, runtimeStatus) drops the
+    # non-terminal statuses from the filter; an empty filter matches every status, running instances included.
+    url = f"{plain_host.base_url}{WEBHOOKS}/instances?createdTimeFrom=2000-01-01T00:00:00Z"
+    done = _start(plain_host, "chaining")
+    wait_for_status(done["statusQueryGetUri"])
+    running = _start(plain_host, "long_wait")
+    wait_for_status(running["statusQueryGetUri"], statuses=("Running",))
+    only_running = requests.delete(url + "&runtimeStatus=Running", timeout=10)  # no terminal status left: all
+    assert only_running.status_code == 200, only_running.status_code
+    assert only_running.json() == {"instancesDeleted": 2}
+    again = _start(plain_host, "long_wait")
+    wait_for_status(again["statusQueryGetUri"], statuses=("Running",))
+    assert requests.delete(url + "&runtimeStatus=Completed", timeout=10).status_code == 404  # none Completed
+    unfiltered = requests.delete(url, timeout=10)
+    assert unfiltered.status_code == 200, unfiltered.status_code
+    assert unfiltered.json() == {"instancesDeleted": 1}
