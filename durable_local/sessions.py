@@ -1,5 +1,8 @@
 """The orchestration session manager: DTFx ``OrchestrationSessionManager`` (the seed), with threads.
 
+"The seed" is DurableTask.AzureStorage's ``OrchestrationSessionManager.cs`` as proposed in Azure/durabletask#1119
+(with ``MaxHistoryEvents``); ``docs/durable-protocol.md`` ("The session manager") describes what it does.
+
 One dequeue loop thread per owned control queue reads batches, de-duplicates top-level ExecutionStarted
 messages against the Instances table, and files each message either into the active session of its instance
 or into a pending batch (per instance + execution). A new batch has its history prefetched on a background

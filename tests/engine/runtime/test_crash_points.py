@@ -1,4 +1,4 @@
-"""One test per crash point of the protocol notes §2.5 (C1..C15), asserting the table's consequence.
+"""One test per crash point C1..C15 (the table in ``docs/durable-protocol.md``), asserting its consequence.
 
 A crash kills worker A (``WorkerKilled``: its threads stop without releasing, abandoning or deleting
 anything); worker B is a new ``Engine`` on the same store. Time is a ``ManualClock``: the test "pumps" it
