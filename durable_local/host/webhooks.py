@@ -104,7 +104,7 @@ class DurableHttpApi:
         if body:
             try:
                 json.loads(body)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # too deep for Python's decoder is invalid input, not a 500
                 return error_response(400, "Invalid JSON content", exc)
             input_json = body
         try:
@@ -242,7 +242,7 @@ class DurableHttpApi:
         text = await request.text()
         try:
             data_json = json.dumps(json.loads(text)) if text.strip() else None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return error_response(400, "Invalid JSON content", exc)
         try:
             await asyncio.to_thread(self._engine.raise_event, instance_id, event_name, data_json)

@@ -59,6 +59,8 @@ def test_raise_event_needs_json(basic_app: ServedApp) -> None:
     url = links["sendEventPostUri"].replace("{eventName}", "Approval")
     assert requests.post(url, data="x", headers={"Content-Type": "text/plain"}, timeout=10).status_code == 400
     assert requests.post(url, data="{bad", headers={"Content-Type": "application/json"}, timeout=10).status_code == 400
+    deep = "[" * 100_000 + "]" * 100_000  # valid JSON that Python's decoder cannot recurse through
+    assert requests.post(url, data=deep, headers={"Content-Type": "application/json"}, timeout=10).status_code == 400
     requests.post(links["terminatePostUri"].replace("{text}", "cleanup"), timeout=10)
 
 
@@ -191,6 +193,8 @@ def test_webhook_start_with_and_without_instance_id(basic_app: ServedApp) -> Non
     assert fresh.status_code == 202 and fresh.json()["id"] != "my-child-7"
     bad = requests.post(f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child", data="{nope", timeout=10)
     assert bad.status_code == 400
+    deep = requests.post(f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child", data="[" * 100_000, timeout=10)
+    assert deep.status_code == 400, deep.text
 
 
 def test_http_routing_and_invocation(basic_app: ServedApp) -> None:
