@@ -180,8 +180,9 @@ class Engine:
     def stop(self, *, drain_timeout: float = 30.0) -> None:
         """Drain every partition (up to ``drain_timeout`` in total), then stop all threads.
 
-        Sessions still running at the deadline are abandoned in place: their messages reappear after
-        the visibility timeout (crash point C15).
+        Sessions still running at the deadline are aborted (DTFx ``AbortAllSessions``, crash point C15): their
+        episodes write nothing once they return, and their messages reappear after the visibility timeout.
+        Once ``stop`` returns, this worker writes no orchestration state.
         """
         with self._lock:
             if self._stopped or not self._started:
@@ -195,6 +196,7 @@ class Engine:
             for queue in list(self.sessions.queues):
                 remaining = timedelta(seconds=max(0.0, deadline - time.monotonic()))
                 self.sessions.drain(queue.name, remaining, "shutdown", "Engine.stop")
+        self.sessions.abort_all_sessions(timeout=max(1.0, deadline - time.monotonic()))
         remaining_s = max(0.1, deadline - time.monotonic())
         self._activities.stop(timeout=remaining_s)
         self._orchestrations.stop(timeout=max(0.1, deadline - time.monotonic()))

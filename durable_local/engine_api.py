@@ -86,7 +86,8 @@ class DurableEngine(Protocol):
         ...
 
     def purge(self, instance_id: str) -> bool:
-        """Delete a terminal instance's row and history. True if something was deleted."""
+        """Delete an instance's row and history, whatever its status (as DTFx's Azure Storage tracking store
+        does). True if something was deleted."""
         ...
 
     def purge_many(
@@ -95,7 +96,10 @@ class DurableEngine(Protocol):
         created_from: datetime | None = None,
         created_to: datetime | None = None,
         statuses: tuple[RuntimeStatus, ...] = (),
-    ) -> int: ...
+    ) -> int:
+        """Purge the instances created in the range whose status is one of the terminal ``statuses`` (DTFx drops
+        non-terminal ones; no terminal status left means every status). Returns how many were deleted."""
+        ...
 
     def wait_for_completion(self, instance_id: str, timeout: float) -> InstanceStatus | None:
         """Block until the instance is terminal (or ContinuedAsNew is not terminal: keep waiting) or the

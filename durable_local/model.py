@@ -2,8 +2,8 @@
 
 History events are kept in the exact JSON shape the Durable extension sends to the Python worker
 (DTFx ``HistoryEvent`` classes serialised by Newtonsoft: PascalCase keys, numeric ``EventType``), so the
-same dicts are persisted, replayed and shown by the HTTP API without translation. See
-``shared/reference/durable-protocol.md`` §1.3 in the steering repository.
+same dicts are persisted, replayed and shown by the HTTP API without translation. See "History events" in
+``docs/durable-protocol.md``.
 
 This module holds data only: no I/O, no clocks, no threads.
 """
@@ -110,7 +110,8 @@ _DISPLAY: dict[RuntimeStatus, str] = {
 
 
 class SchedulingMode(enum.Enum):
-    """How the engine turns the SDK's action list into scheduled work (protocol notes §1.7)."""
+    """How the engine turns the SDK's action list into scheduled work (``docs/durable-protocol.md``, "How the
+    extension replays the actions")."""
 
     SHIM = "shim"
     """Faithful to the extension's out-of-proc shim (``ProcessAsyncActionsV2``): top-level actions are

@@ -86,8 +86,6 @@ class PendingMessageBatch:
     last_checkpoint_time: datetime | None = None
     checkpoint_complete: bool = True
     history_execution_id: str | None = None
-    terminate_reason: str | None = None
-    """Set by the prefetch when the history exceeded ``max_history_events``."""
 
     @property
     def execution_id(self) -> str | None:
@@ -114,11 +112,10 @@ class OrchestrationSession:
         self.execution_id: str | None = _started_execution_id(history) or batch.execution_id
         self.current_batch: list[QueueMessage] = batch.messages.to_list()
         self.history = history
-        """Committed history (plus the seed's ExecutionTerminated when the history is too long)."""
+        """Committed history (plus, last, the seed's ExecutionTerminated when it exceeded ``max_history_events``)."""
         self.etag = batch.etag
         self.last_checkpoint_time = batch.last_checkpoint_time
         self.checkpoint_complete = batch.checkpoint_complete
-        self.terminate_reason = batch.terminate_reason
         self._lock = threading.Lock()
         self._next_batch = MessageCollection()
         self.deferred_messages: list[QueueMessage] = []

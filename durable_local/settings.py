@@ -67,6 +67,9 @@ class EngineSettings:
     """``DisableExecutionStartedDeduplication``: opt out of the ExecutionStarted de-duplication."""
     scheduling_mode: SchedulingMode = SchedulingMode.SHIM
     """How SDK actions become scheduled work: faithful to the extension's shim, or idealised."""
+    store_inputs_in_orchestration_history: bool = False
+    """``storeInputsInOrchestrationHistory`` (extension, default false): write activity and sub-orchestration
+    inputs into their TaskScheduled / SubOrchestrationInstanceCreated history events (DTFx ``IncludeParameters``)."""
     history_batch_size: int = 99
     """Events per history write (Azure Table entity-group batch: 100 rows minus the sentinel)."""
     max_entity_operation_batch_size: int = 5000

@@ -88,6 +88,8 @@ class Settings:
     max_records_per_chunk: int = 0
     """Split a Graph chunk whose query reports more records than this (0 = only at the source's cap), so one
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
+    fast_sdk_timestamps: bool = True
+    """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
 
     @property
     def sink_kind(self) -> str:
@@ -157,6 +159,7 @@ class Settings:
             max_records_per_chunk=reader.number(
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
+            fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
         )
         _check_consistency(settings)
         return settings
@@ -171,6 +174,10 @@ def _check_consistency(s: Settings) -> None:
         raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
 
 
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
 class _Reader:
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = env
@@ -181,6 +188,15 @@ class _Reader:
 
     def text(self, name: str, default: str) -> str:
         return self.optional(name) or default
+
+    def flag(self, name: str, default: bool) -> bool:
+        raw = self.optional(name)
+        if raw is None:
+            return default
+        value = raw.lower()
+        if value not in _TRUE | _FALSE:
+            raise ConfigError(name, "must be true or false")
+        return value in _TRUE
 
     def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
         value = self.text(name, default).lower()

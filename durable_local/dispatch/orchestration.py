@@ -32,7 +32,7 @@ from durable_local.entities.batch import EntityBatchError
 from durable_local.entities.episode import auto_start_applies, run_entity_episode
 from durable_local.entities.ids import is_entity_instance
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
-from durable_local.history import event_type, execution_terminated, parse_timestamp
+from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
 from durable_local.ports import Clock, EtagConflictError, HistoryBatch, Queue, QueueMessage, TrackingStore
 from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings, run_episode
@@ -48,6 +48,7 @@ _LIVE = (RuntimeStatus.RUNNING, RuntimeStatus.PENDING, RuntimeStatus.SUSPENDED)
 def replay_settings(settings: EngineSettings) -> ReplaySettings:
     """The episode knobs that come from the engine settings (the rest keep the extension's defaults)."""
     return ReplaySettings(
+        include_parameters=settings.store_inputs_in_orchestration_history,
         max_entity_operation_batch_size=settings.max_entity_operation_batch_size,
         entity_message_reorder_window=settings.entity_message_reorder_window,
     )
@@ -139,13 +140,17 @@ class OrchestrationDispatcher:
             # The extension aborts the batch (SessionAbortedException): the messages come back with back-off.
             self._counters.add("entity_batches_aborted")
             _log.warning("entity batch of %s aborted, will be retried: %s", session.instance_id, exc)
-            self._abandon_all(session)
+            if self._sessions.is_active(session):
+                self._abandon_all(session)
         except Exception:
             # A bug or a storage failure: give the messages back (abandon) so that they are retried later.
             self._counters.add("episode_errors")
             _log.exception("orchestration work item for %s failed; abandoning it", session.instance_id)
-            self._abandon_all(session)
-        self._sessions.try_release_session(session.instance_id)
+            if self._sessions.is_active(session):
+                self._abandon_all(session)
+        # An aborted session (forced stop) is already forgotten: nothing to release, its messages stay hidden.
+        if self._sessions.is_active(session):
+            self._sessions.try_release_session(session.instance_id)
 
     def _prepare(self, session: OrchestrationSession) -> bool:
         """Steps 1-3; True if an episode should run."""
@@ -261,12 +266,9 @@ class OrchestrationDispatcher:
         messages = [m.body for m in session.current_batch]
         # DTFx EnsureExecutionStartedIsFirst: a start message leads the new events.
         messages.sort(key=lambda m: event_type(m.event) is not EventType.EXECUTION_STARTED)
-        if session.terminate_reason is not None:
-            # The seed appends ExecutionTerminated to the prefetched history; here it is delivered as the
-            # episode's first new event so the replay layer terminates the orchestration the normal way.
-            past = past[:-1]
-            reason_event = execution_terminated(timestamp=now, reason=session.terminate_reason)
-            messages.insert(0, TaskMessage(session.instance_id, session.execution_id, reason_event))
+        # When the history exceeded max_history_events, its last past event is the seed's ExecutionTerminated:
+        # replaying it terminates the instance, and as a past event it is never written (like DTFx, which
+        # checkpoints only the runtime state's new events; its row number stays unused).
         replay_started = time.perf_counter()
         episode = run_entity_episode if is_entity_instance(session.instance_id) else run_episode
         result = episode(
@@ -283,7 +285,17 @@ class OrchestrationDispatcher:
         replay_seconds = time.perf_counter() - replay_started
         self._faults.hit(CrashPoint.C1_AFTER_REPLAY, instance_id=session.instance_id)
         checkpoint_started = time.perf_counter()
-        if not self._checkpoint(session, result, now):
+        if not self._sessions.begin_checkpoint(session):
+            # DTFx CompleteTaskOrchestrationWorkItemAsync: "Session for instance ... was not found" (aborted by a
+            # forced stop): nothing is written and the messages are redelivered after their visibility timeout.
+            _log.warning("%s: session aborted while its episode ran; results discarded", session.instance_id)
+            self._counters.emit("episode_aborted", instance_id=session.instance_id)
+            return
+        try:
+            checkpointed = self._checkpoint(session, result, now)
+        finally:
+            self._sessions.end_checkpoint()
+        if not checkpointed:
             return
         for message, reason in result.discarded:
             self._counters.add("discarded_messages")

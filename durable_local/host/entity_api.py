@@ -70,7 +70,7 @@ class EntityHttpApi:
             if request.content_type.lower() == "application/json":
                 try:
                     value = json.loads(body)
-                except ValueError as exc:
+                except (ValueError, RecursionError) as exc:  # too deep for Python's decoder is invalid, not a 500
                     return error_response(400, f"Could not parse JSON content: {exc}")
                 input_json = json.dumps(value, separators=(",", ":"))
             else:

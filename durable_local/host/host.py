@@ -196,6 +196,7 @@ class LocalHost:
             "scheduling_mode": self._mode,
             "max_entity_operation_batch_size": settings.max_entity_operation_batch_size,
             "entity_message_reorder_window": timedelta(minutes=settings.entity_message_reorder_window_minutes),
+            "store_inputs_in_orchestration_history": settings.store_inputs_in_orchestration_history,
         }
         if settings.max_queue_polling_interval is not None:
             fields["max_queue_polling_interval"] = timedelta(seconds=settings.max_queue_polling_interval)

@@ -108,7 +108,7 @@ class DurableHttpApi:
         if body:
             try:
                 json.loads(body)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # too deep for Python's decoder is invalid input, not a 500
                 return error_response(400, "Invalid JSON content", exc)
             input_json = body
         try:
@@ -204,22 +204,19 @@ class DurableHttpApi:
         statuses, token = await asyncio.to_thread(self._engine.query, query)
         body = [status_payload(s, show_input=show_input is not False) for s in statuses]
         response = web.json_response(body, status=200)
-        if token:
-            response.headers["x-ms-continuation-token"] = token
+        # HttpApiHandler always adds the header; with no next page the token is null, which .NET's
+        # HttpHeaders.Add stores as an empty value (the header is sent, empty).
+        response.headers["x-ms-continuation-token"] = token or ""
         return response
 
     # -- purge ---------------------------------------------------------------------------------------
 
     async def _purge(self, instance_id: str) -> web.StreamResponse:
+        # HttpApiHandler.HandleDeleteHistoryByIdRequestAsync: 404 for an unknown id, else purge whatever the
+        # status (the Azure Storage tracking store deletes a running instance too).
         status = await asyncio.to_thread(self._engine.get_status, instance_id, show_input=False)
         if status is None:
             return web.Response(status=404)
-        if not status.runtime_status.is_terminal:
-            message = (
-                "Only orchestrations in a terminal state can be purged, but the orchestration with instance ID "
-                f"{instance_id} has status {status.runtime_status.display}"
-            )
-            return web.json_response(message, status=412)
         deleted = await asyncio.to_thread(self._engine.purge, instance_id)
         return web.json_response({"instancesDeleted": 1 if deleted else 0}, status=200)
 
@@ -249,7 +246,7 @@ class DurableHttpApi:
         text = await request.text()
         try:
             data_json = json.dumps(json.loads(text)) if text.strip() else None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return error_response(400, "Invalid JSON content", exc)
         try:
             await asyncio.to_thread(self._engine.raise_event, instance_id, event_name, data_json)

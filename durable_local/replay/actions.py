@@ -1,4 +1,6 @@
-"""Parse what the Python worker returns: the ``OrchestratorState`` JSON (protocol notes §1.4-1.5).
+"""Parse what the Python worker returns: the ``OrchestratorState`` JSON.
+
+Shapes: ``docs/durable-protocol.md``, "The orchestrator's answer: OrchestratorState and actions".
 
 The SDK either returns the state JSON, or raises an exception whose text carries
 ``"\\n\\n$OutOfProcData$:" + state JSON`` (the error path). Both end up as an ``OrchestratorOutcome``.

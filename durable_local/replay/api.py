@@ -33,6 +33,10 @@ class ReplaySettings:
     """``MaxEntityOperationBatchSize``: operations per entity batch (extension: 5000; 50 on Consumption)."""
     entity_message_reorder_window: timedelta = timedelta(minutes=30)
     """``EntityMessageReorderWindowInMinutes``: window in which entity requests are re-ordered and de-duplicated."""
+    include_parameters: bool = False
+    """DTFx ``TaskOrchestrationDispatcher.IncludeParameters`` (the extension's ``storeInputsInOrchestrationHistory``):
+    keep activity and sub-orchestration inputs in the TaskScheduled / SubOrchestrationInstanceCreated history
+    events. Off by default, as in the extension; the messages always carry the inputs."""
 
 
 @dataclass(slots=True)

@@ -89,6 +89,18 @@ def decision_event(decision: Decision, now: datetime) -> HistoryEvent:
     return event
 
 
+def recorded_event(event: HistoryEvent, include_parameters: bool) -> HistoryEvent:
+    """The copy of a decision event that history keeps: without ``include_parameters`` DTFx writes TaskScheduled
+    and SubOrchestrationInstanceCreated without their input (``ProcessScheduleTaskDecision``,
+    ``ProcessCreateSubOrchestrationInstanceDecision``); the messages built from ``event`` keep it."""
+    if include_parameters or event.get("EventType") not in _EVENTS_WITH_PARAMETERS:
+        return event
+    return {**event, "Input": None}
+
+
+_EVENTS_WITH_PARAMETERS = (int(EventType.TASK_SCHEDULED), int(EventType.SUB_ORCHESTRATION_INSTANCE_CREATED))
+
+
 def decision_message(
     decision: Decision,
     *,

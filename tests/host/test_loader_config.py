@@ -107,6 +107,16 @@ def test_host_json_defaults_and_errors(tmp_path: Path) -> None:
     )
     with pytest.raises(HostConfigError, match="maxConcurrentActivityFunctions"):
         load_host_json(tmp_path)
+    assert load_host_json(APPS / "basic").store_inputs_in_orchestration_history is False
+    (tmp_path / "host.json").write_text(
+        json.dumps({"extensions": {"durableTask": {"storeInputsInOrchestrationHistory": 1}}})
+    )
+    with pytest.raises(HostConfigError, match="storeInputsInOrchestrationHistory"):
+        load_host_json(tmp_path)
+    (tmp_path / "host.json").write_text(
+        json.dumps({"extensions": {"durableTask": {"storeInputsInOrchestrationHistory": True}}})
+    )
+    assert load_host_json(tmp_path).store_inputs_in_orchestration_history is True
 
 
 def test_local_settings_fill_the_environment_but_real_variables_win(tmp_path: Path) -> None:

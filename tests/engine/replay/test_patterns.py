@@ -9,6 +9,7 @@ import pytest
 
 from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, RuntimeStatus, SchedulingMode
+from durable_local.replay.api import ReplaySettings
 from tests.engine.replay import orchestrations as o
 from tests.engine.replay.driver import T0, Driver
 
@@ -25,8 +26,22 @@ def test_chain_runs_three_activities_in_order(mode: SchedulingMode) -> None:
     assert result.status is RuntimeStatus.COMPLETED
     assert json.loads(result.output or "") == "go!!!"
     scheduled = events_of(result.history, EventType.TASK_SCHEDULED)
-    assert [(e["EventId"], e["Input"]) for e in scheduled] == [(0, '"go"'), (1, '"go!"'), (2, '"go!!"')]
+    assert [(e["EventId"], e["Name"]) for e in scheduled] == [(0, "exclaim"), (1, "exclaim"), (2, "exclaim")]
     assert events_of(result.history, EventType.EXECUTION_COMPLETED)[0]["EventId"] == 3
+
+
+@pytest.mark.parametrize("include", [False, True])
+def test_task_scheduled_keeps_its_input_in_history_only_with_include_parameters(include: bool) -> None:
+    # DTFx ProcessScheduleTaskDecision: the activity message always carries the input; the TaskScheduled history
+    # event only with IncludeParameters (the extension's storeInputsInOrchestrationHistory, off by default).
+    driver = Driver({"chain": o.handle(o.chain)}, o.ACTIVITIES, settings=ReplaySettings(include_parameters=include))
+    driver.start("chain", "c1", "go")
+    first = driver.episode("c1")
+    assert [m.event["Input"] for m in first.activity_messages] == ['"go"']
+    result = driver.run("c1")
+    assert json.loads(result.output or "") == "go!!!"
+    recorded = [e["Input"] for e in events_of(result.history, EventType.TASK_SCHEDULED)]
+    assert recorded == (['"go"', '"go!"', '"go!!"'] if include else [None, None, None])
 
 
 def test_fan_out_200_schedules_everything_in_one_episode() -> None:
