@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import azure.durable_functions as df
 import azure.functions as func
 
@@ -10,6 +12,9 @@ from activities.finalize import bp as finalize_activity
 from activities.graph import bp as graph_activities
 from http_api.collections import bp as collections_api
 from orchestrators.collect import bp as collect_orchestrator
+from shared import sdk_timestamps
+
+sdk_timestamps.install_from_env(os.environ)
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 

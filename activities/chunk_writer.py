@@ -2,8 +2,9 @@
 
 Exactly-once output under at-least-once activities: the object name depends only on (tenant, collection, window),
 each attempt replaces the whole object, and trimming plus de-duplication make the content independent of the
-source's boundary bleed and repeated records. The summary sidecar is written last, so its presence means the
-chunk object beside it is complete.
+source's boundary bleed and repeated records. Malformed records follow the same window and de-duplication rules
+(``shared.records.Quarantine``) into the quarantine object. The summary sidecar is written last, so its presence
+means the chunk object beside it is complete.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from shared import names
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
 from shared.models import Chunk, ChunkSummary
-from shared.records import Deduplicator, parse_record_time
+from shared.records import Deduplicator, Quarantine, format_timestamp, parse_record_time
 from shared.sinks.base import ChunkSink, write_bytes
 
 
@@ -23,25 +24,42 @@ def _dumps(value: object) -> bytes:
 
 
 class _Counts:
-    def __init__(self) -> None:
+    def __init__(self, chunk: Chunk) -> None:
         self.records = 0
         self.trimmed = 0
         self.duplicates = 0
+        self.quarantine = Quarantine(chunk.window())
         self.malformed: list[MalformedRecord] = []
+
+
+def _unusable(record: AuditRecord, exc: Exception) -> MalformedRecord:
+    """A record the adapter passed but this writer cannot use, with whatever id and time it still has."""
+    record_id = record.get("id") if isinstance(record, dict) else None
+    try:
+        created = parse_record_time(record) if isinstance(record, dict) else None
+    except ValueError:
+        created = None
+    return MalformedRecord(
+        _dumps(record).decode()[:64_000],
+        f"unusable record: {exc}",
+        record_id if isinstance(record_id, str) and record_id.strip() else None,
+        created,
+    )
 
 
 def _jsonl(pages: Iterable[RecordPage], chunk: Chunk, counts: _Counts) -> Iterator[bytes]:
     dedupe = Deduplicator()
     window = chunk.window()
     for page in pages:
-        counts.malformed.extend(page.malformed)
+        for broken in page.malformed:
+            counts.quarantine.add(broken)
         kept: list[AuditRecord] = []
         for record in page.records:
             try:
                 moment = parse_record_time(record)
                 str(record["id"])
             except (KeyError, TypeError, ValueError) as exc:
-                counts.malformed.append(MalformedRecord(_dumps(record).decode()[:64_000], f"unusable record: {exc}"))
+                counts.quarantine.add(_unusable(record, exc))
                 continue
             if window.contains(moment):
                 kept.append(record)
@@ -51,7 +69,14 @@ def _jsonl(pages: Iterable[RecordPage], chunk: Chunk, counts: _Counts) -> Iterat
         counts.records += len(unique)
         if unique:
             yield b"".join(_dumps(record) + b"\n" for record in unique)
-    counts.duplicates = dedupe.duplicates_removed
+    counts.malformed = counts.quarantine.settle(dedupe)
+    counts.trimmed += counts.quarantine.trimmed
+    counts.duplicates = dedupe.duplicates_removed + counts.quarantine.duplicates
+
+
+def _quarantine_line(record: MalformedRecord) -> bytes:
+    created = format_timestamp(record.created) if record.created is not None else None
+    return _dumps({"raw": record.raw, "reason": record.reason, "id": record.record_id, "createdDateTime": created})
 
 
 def write_chunk(
@@ -66,22 +91,19 @@ def write_chunk(
 ) -> ChunkSummary:
     """Write the chunk object (+ quarantine when needed, + summary sidecar); returns the summary."""
     name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
-    counts = _Counts()
+    counts = _Counts(chunk)
     stored = sink.write_stream(name, _jsonl(pages, chunk, counts))
     quarantine = None
     if counts.malformed:
         quarantine = names.quarantine_object_name(name)
-        write_bytes(
-            sink,
-            quarantine,
-            b"".join(_dumps({"raw": m.raw, "reason": m.reason}) + b"\n" for m in counts.malformed),
-        )
+        write_bytes(sink, quarantine, b"".join(_quarantine_line(m) + b"\n" for m in counts.malformed))
     summary = ChunkSummary(
         chunk=chunk,
         records=counts.records,
         trimmed=counts.trimmed,
         duplicates=counts.duplicates,
         malformed=len(counts.malformed),
+        untimed=sum(1 for m in counts.malformed if m.created is None),
         blob=stored.name,
         sha256=stored.sha256,
         bytes=stored.bytes,

@@ -2,6 +2,9 @@
 
 The manifest is the completeness proof of a collection: every instant of [start, end) is either inside a
 collected chunk or inside a reported failure, and ``gaps`` lists anything that is neither.
+
+``totals.malformed`` counts each quarantined record once: a record with a readable time is only ever quarantined in
+its own window's chunk, and one without (``untimed``) is counted once by its key however many chunks received it.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from datetime import datetime
 
 from shared import names
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
+from shared.records import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
 
 _SUMMARY_SUFFIX = ".summary.json"
@@ -42,6 +46,19 @@ def drop_superseded(summaries: list[ChunkSummary]) -> tuple[list[ChunkSummary], 
         inside = following is not None and following.chunk.start < summary.chunk.end
         (superseded if inside else kept).append(summary)
     return kept, superseded
+
+
+def untimed_keys(sink: ChunkSink, summaries: list[ChunkSummary]) -> set[str]:
+    """Keys of the quarantined records without a readable time, across the chunks that have any."""
+    keys: set[str] = set()
+    for summary in summaries:
+        if not summary.untimed or summary.quarantine_blob is None:
+            continue
+        for line in (sink.read_bytes(summary.quarantine_blob) or b"").splitlines():
+            entry = json.loads(line)
+            if entry.get("createdDateTime") is None:
+                keys.add(quarantine_key(entry.get("id"), str(entry["raw"])))
+    return keys
 
 
 def coverage_gaps(start: datetime, end: datetime, covered: list[Chunk]) -> list[Chunk]:
@@ -84,12 +101,14 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         for start, end in ranges
         for gap in coverage_gaps(start, end, [s.chunk for s in summaries if s.chunk.start < end] + failed_chunks)
     ]
+    untimed = len(untimed_keys(sink, summaries))
     totals = {
         "chunks": len(summaries),
         "records": sum(s.records for s in summaries),
         "trimmed": sum(s.trimmed for s in summaries),
         "duplicates": sum(s.duplicates for s in summaries),
-        "malformed": sum(s.malformed for s in summaries),
+        "malformed": sum(s.malformed - s.untimed for s in summaries) + untimed,
+        "untimed": untimed,
         "bytes": sum(s.bytes for s in summaries),
         "incompleteChunks": sum(1 for s in summaries if s.incomplete),
         "failedChunks": len(failures),

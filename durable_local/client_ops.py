@@ -152,8 +152,9 @@ class ClientOperations:
         return [_status(r, show_input=True, history_events=None) for r in page.instances], page.continuation_token
 
     def purge(self, instance_id: str) -> bool:
-        record = self._tracking.get_instance(instance_id)
-        if record is None or record.status not in _TERMINAL:
+        """DTFx ``AzureTableTrackingStore.PurgeInstanceHistoryAsync(instanceId)``: delete the row and the history
+        of the instance whatever its status (a running one too: its later messages find no instance)."""
+        if self._tracking.get_instance(instance_id) is None:
             return False
         return self._tracking.purge_instance(instance_id)
 
@@ -164,9 +165,9 @@ class ClientOperations:
         created_to: datetime | None = None,
         statuses: tuple[RuntimeStatus, ...] = (),
     ) -> int:
-        wanted = tuple(s for s in (statuses or _TERMINAL) if s in _TERMINAL)
-        if not wanted:
-            return 0
+        # DTFx PurgeInstanceHistoryAsync(createdTimeFrom, createdTimeTo, runtimeStatus) keeps only the terminal
+        # statuses of the filter; an empty filter (none given, or none terminal) matches every status.
+        wanted = tuple(s for s in statuses if s in _TERMINAL)
         query = InstanceQuery(runtime_status=wanted, created_from=created_from, created_to=created_to, page_size=100)
         purged = 0
         victims: list[str] = []

@@ -1,4 +1,6 @@
-"""Named crash points of the Azure Storage backend (protocol notes §2.5) and a fault injector.
+"""Named crash points of the Azure Storage backend and a fault injector.
+
+The points and their consequences in DTFx are the table "Crash points C1 to C15" in ``docs/durable-protocol.md``.
 
 The dispatchers call ``FaultInjector.hit(point, **context)`` at exactly the places listed in ``CrashPoint``.
 Unarmed, a hit only counts. Armed, it runs the armed action; the default action kills the worker: it raises
@@ -35,7 +37,7 @@ _log = logging.getLogger(__name__)
 
 
 class CrashPoint(enum.Enum):
-    """The §2.5 checklist. Values are the table's numbers."""
+    """The crash-point table of ``docs/durable-protocol.md``. Values are the table's numbers."""
 
     C1_AFTER_REPLAY = "C1"
     """Episode replayed, nothing sent yet."""

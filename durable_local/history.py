@@ -1,8 +1,8 @@
 """Factories for DTFx history events in the JSON shape the Durable extension sends to the Python worker.
 
 Events created from *messages* carry ``EventId = -1``; events created from *decisions* carry the
-orchestration's sequence number (protocol notes §1.3). ``IsPlayed`` is False when an event is created;
-the replay layer marks events True once an episode has processed them.
+orchestration's sequence number (``docs/durable-protocol.md``, "History events"). ``IsPlayed`` is False when
+an event is created; the replay layer marks events True once an episode has processed them.
 """
 
 from __future__ import annotations

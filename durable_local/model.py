@@ -2,8 +2,8 @@
 
 History events are kept in the exact JSON shape the Durable extension sends to the Python worker
 (DTFx ``HistoryEvent`` classes serialised by Newtonsoft: PascalCase keys, numeric ``EventType``), so the
-same dicts are persisted, replayed and shown by the HTTP API without translation. See
-``shared/reference/durable-protocol.md`` §1.3 in the steering repository.
+same dicts are persisted, replayed and shown by the HTTP API without translation. See "History events" in
+``docs/durable-protocol.md``.
 
 This module holds data only: no I/O, no clocks, no threads.
 """
@@ -29,6 +29,10 @@ code fails (the SDK's error path)."""
 
 ActivityFn: TypeAlias = Callable[[str | None], str | None]
 """An activity: JSON-encoded input (or None) in, JSON-encoded result (or None) out; raises on failure."""
+
+EntityFn: TypeAlias = Callable[[str], str]
+"""An entity function (``df.Entity.create`` handle): the batch request JSON in, the batch result JSON out
+(``durable_local.entities.batch``); raises when the function fails as a whole."""
 
 
 class EventType(enum.IntEnum):
@@ -106,7 +110,8 @@ _DISPLAY: dict[RuntimeStatus, str] = {
 
 
 class SchedulingMode(enum.Enum):
-    """How the engine turns the SDK's action list into scheduled work (protocol notes §1.7)."""
+    """How the engine turns the SDK's action list into scheduled work (``docs/durable-protocol.md``, "How the
+    extension replays the actions")."""
 
     SHIM = "shim"
     """Faithful to the extension's out-of-proc shim (``ProcessAsyncActionsV2``): top-level actions are
@@ -137,6 +142,9 @@ class TaskMessage:
     event: HistoryEvent
     sequence_number: int = 0
     """Client-side ordering hint used to sort a dequeued batch after ``inserted_on``."""
+    sender: str | None = None
+    """The instance that sent it (DTFx ``MessageData.Sender``), set for entity messages: the out-of-order check
+    needs to know that an ``EventRaised`` is an entity's response."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,19 +191,23 @@ class InstanceRecord:
 
 @dataclass(frozen=True, slots=True)
 class FunctionRegistry:
-    """What the engine can run: orchestrator handles and activities by function name.
+    """What the engine can run: orchestrator handles, activities and entity functions by function name.
 
     Azure Functions names are case-insensitive; lookups here are too.
     """
 
     orchestrators: Mapping[str, OrchestratorFn]
     activities: Mapping[str, ActivityFn]
+    entities: Mapping[str, EntityFn] = field(default_factory=dict)
 
     def orchestrator(self, name: str) -> OrchestratorFn | None:
         return _lookup(self.orchestrators, name)
 
     def activity(self, name: str) -> ActivityFn | None:
         return _lookup(self.activities, name)
+
+    def entity(self, name: str) -> EntityFn | None:
+        return _lookup(self.entities, name)
 
 
 def _lookup(table: Mapping[str, _T], name: str) -> _T | None:

@@ -1,6 +1,6 @@
 """The ports between the engine's layers, as Protocols.
 
-Layering mirrors DurableTask.AzureStorage (see the steering repo's reference notes):
+Layering mirrors DurableTask.AzureStorage (``docs/durable-protocol.md`` names the upstream files):
 
 * ``Clock``          — time, injectable so tests never sleep through back-offs.
 * ``Queue`` / ``QueueService`` — Azure Storage Queue semantics: visibility timeouts, pop receipts,

@@ -1,5 +1,8 @@
 """The orchestration session manager: DTFx ``OrchestrationSessionManager`` (the seed), with threads.
 
+"The seed" is DurableTask.AzureStorage's ``OrchestrationSessionManager.cs`` as proposed in Azure/durabletask#1119
+(with ``MaxHistoryEvents``); ``docs/durable-protocol.md`` ("The session manager") describes what it does.
+
 One dequeue loop thread per owned control queue reads batches, de-duplicates top-level ExecutionStarted
 messages against the Instances table, and files each message either into the active session of its instance
 or into a pending batch (per instance + execution). A new batch has its history prefetched on a background
@@ -21,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from durable_local.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.entities.ids import is_entity_instance
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import event_type, execution_terminated
 from durable_local.model import EventType, InstanceRecord
@@ -55,10 +59,14 @@ class OrchestrationSessionManager:
         self._faults = faults or FaultInjector()
         self._lock = threading.RLock()
         self._ready_changed = threading.Condition(self._lock)
+        self._checkpoints_changed = threading.Condition(self._lock)
+        self._checkpoints_in_progress = 0
         self._owned: dict[str, ControlQueue] = {}
         self._loops: dict[str, threading.Thread] = {}
         self._pending_batches: list[PendingMessageBatch] = []
         self._ready: deque[PendingMessageBatch] = deque()
+        self._entity_ready: deque[PendingMessageBatch] = deque()
+        """The seed's ``entitiesReadyForProcessingQueue`` (used with ``use_separate_queue_for_entity_work_items``)."""
         self._active: dict[str, OrchestrationSession] = {}  # keys: instance id, case-folded
         self._background = ThreadPoolExecutor(background_threads, thread_name_prefix="dl-prefetch")
         self._shutdown = threading.Event()
@@ -259,57 +267,78 @@ class OrchestrationSessionManager:
                 session.add_or_replace_messages(new_messages)
 
     def _prefetch(self, batch: PendingMessageBatch) -> None:
-        """The seed's ``ScheduleOrchestrationStatePrefetch``: load history, then mark the batch ready."""
-        while not self._shutdown.is_set():
-            try:
-                if batch.history is None:
-                    loaded = self._tracking.get_history(batch.instance_id, batch.execution_id)
-                    events = list(loaded.events)
-                    limit = self._settings.max_history_events
-                    if limit is not None and len(events) > limit:
-                        _log.error(
-                            "Orchestration %s has %d events, exceeding the limit of %d. "
-                            "Orchestrator will be terminated.",
-                            batch.instance_id,
-                            len(events),
-                            limit,
-                        )
-                        reason = MAX_HISTORY_REASON.format(limit=limit)
-                        events.append(execution_terminated(timestamp=self._clock.now(), reason=reason))
-                        batch.terminate_reason = reason
-                    if not loaded.checkpoint_complete:
-                        self.partial_checkpoints_seen += 1
-                        _log.warning("%s: history has a partial checkpoint (crash between batches)", batch.instance_id)
-                    batch.etag = loaded.etag
-                    batch.last_checkpoint_time = loaded.last_checkpoint_time
-                    batch.checkpoint_complete = loaded.checkpoint_complete
-                    batch.history_execution_id = loaded.execution_id
-                    batch.history = events
-                with self._lock:
-                    self._ready.append(batch)
-                    self._ready_changed.notify()
-                return
-            except WorkerKilled:
-                raise
-            except Exception:
-                self.prefetch_failures += 1
-                _log.error("history prefetch failed for %s; retrying", batch.instance_id, exc_info=True)
-                self._shutdown.wait(self._settings.prefetch_retry_delay.total_seconds())
+        """The seed's ``ScheduleOrchestrationStatePrefetch``: load history, then mark the batch ready.
+
+        On failure the seed logs, pauses and re-enqueues the prefetch "instead of retrying in a loop" to avoid
+        starvation: the pool thread is released during the pause (``prefetch_retry_delay``), so instances whose
+        history cannot be read never hold every background thread and stall the healthy ones.
+        """
+        if self._shutdown.is_set():
+            return
+        try:
+            if batch.history is None:
+                self._load_history(batch)
+        except WorkerKilled:
+            raise
+        except Exception:
+            self.prefetch_failures += 1
+            _log.error("history prefetch failed for %s; re-enqueued", batch.instance_id, exc_info=True)
+            self._submit_later(self._settings.prefetch_retry_delay, lambda: self._prefetch(batch))
+            return
+        with self._lock:
+            self._ready_queue_for(batch).append(batch)
+            self._ready_changed.notify_all()
+
+    def _load_history(self, batch: PendingMessageBatch) -> None:
+        loaded = self._tracking.get_history(batch.instance_id, batch.execution_id)
+        events = list(loaded.events)
+        limit = self._settings.max_history_events
+        if limit is not None and len(events) > limit:
+            _log.error(
+                "Orchestration %s has %d events, exceeding the limit of %d. Orchestrator will be terminated.",
+                batch.instance_id,
+                len(events),
+                limit,
+            )
+            # The seed appends the ExecutionTerminated to the loaded events: a past event that the replay
+            # processes (terminating the instance) and the checkpoint never writes.
+            reason = MAX_HISTORY_REASON.format(limit=limit)
+            events.append(execution_terminated(timestamp=self._clock.now(), reason=reason))
+        if not loaded.checkpoint_complete:
+            self.partial_checkpoints_seen += 1
+            _log.warning("%s: history has a partial checkpoint (crash between batches)", batch.instance_id)
+        batch.etag = loaded.etag
+        batch.last_checkpoint_time = loaded.last_checkpoint_time
+        batch.checkpoint_complete = loaded.checkpoint_complete
+        batch.history_execution_id = loaded.execution_id
+        batch.history = events
 
     # ------------------------------------------------------------------------------------------------
     # Sessions
 
-    def get_next_session(self, timeout: float | None = None) -> OrchestrationSession | None:
-        """Wait for a ready batch and open its session (None on time-out or shutdown)."""
+    def _ready_queue_for(self, batch: PendingMessageBatch) -> deque[PendingMessageBatch]:
+        """The seed: entity batches go to the entity ready queue when ``UseSeparateQueueForEntityWorkItems``."""
+        if self._settings.use_separate_queue_for_entity_work_items and is_entity_instance(batch.instance_id):
+            return self._entity_ready
+        return self._ready
+
+    def get_next_session(
+        self, timeout: float | None = None, *, entities_only: bool = False
+    ) -> OrchestrationSession | None:
+        """Wait for a ready batch and open its session (None on time-out or shutdown).
+
+        ``entities_only`` reads the entity ready queue (the seed's ``GetNextSessionAsync(entitiesOnly)``).
+        """
+        ready = self._entity_ready if entities_only else self._ready
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._shutdown.is_set():
             with self._lock:
-                while not self._ready:
+                while not ready:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if self._shutdown.is_set() or (remaining is not None and remaining <= 0):
                         return None
                     self._ready_changed.wait(remaining if remaining is not None else 0.5)
-                batch = self._ready.popleft()
+                batch = ready.popleft()
                 self._remove_pending(batch)
                 key = batch.instance_id.lower()
                 existing = self._active.get(key)
@@ -322,21 +351,21 @@ class OrchestrationSessionManager:
                     continue
                 # Another generation of a running instance: retry once the current session is done.
                 self.requeued_other_generation += 1
-                if not self._ready:
+                if not ready:
                     delay = self._settings.requeue_delay.total_seconds()
                     timer = threading.Timer(delay, self._requeue, args=(batch,))
                     timer.daemon = True
                     timer.start()
                 else:
                     self._pending_batches.append(batch)
-                    self._ready.append(batch)
+                    ready.append(batch)
         return None
 
     def _requeue(self, batch: PendingMessageBatch) -> None:
         with self._lock:
             self._pending_batches.append(batch)
-            self._ready.append(batch)
-            self._ready_changed.notify()
+            self._ready_queue_for(batch).append(batch)
+            self._ready_changed.notify_all()
 
     def try_get_existing_session(self, instance_id: str) -> OrchestrationSession | None:
         with self._lock:
@@ -351,6 +380,47 @@ class OrchestrationSessionManager:
                 return None
             self.add_messages_to_pending(session.control_queue, session.pending_messages + session.deferred_messages)
             return session
+
+    def abort_all_sessions(self, timeout: float) -> int:
+        """The seed's ``AbortAllSessions`` (forced stop): forget every active session at once; returns how many.
+
+        An episode still running for an aborted session checkpoints nothing (``begin_checkpoint`` refuses it),
+        as DTFx's ``CompleteTaskOrchestrationWorkItemAsync`` writes nothing when the session is gone: its
+        messages are neither deleted nor abandoned and reappear when their visibility timeout expires.
+        Checkpoints already under way are storage writes, not user code: they finish first (up to ``timeout``).
+        """
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            aborted = len(self._active)
+            self._active.clear()
+            while self._checkpoints_in_progress:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    _log.error("%d checkpoint(s) still running after the sessions were aborted", aborted)
+                    break
+                self._checkpoints_changed.wait(remaining)
+        if aborted:
+            _log.warning("aborted %d active session(s); their messages reappear after the visibility timeout", aborted)
+        return aborted
+
+    def begin_checkpoint(self, session: OrchestrationSession) -> bool:
+        """Start ``session``'s checkpoint; False if the session was aborted (write nothing). Pair with
+        ``end_checkpoint``."""
+        with self._lock:
+            if self._active.get(session.instance_id.lower()) is not session:
+                return False
+            self._checkpoints_in_progress += 1
+            return True
+
+    def end_checkpoint(self) -> None:
+        with self._lock:
+            self._checkpoints_in_progress -= 1
+            self._checkpoints_changed.notify_all()
+
+    def is_active(self, session: OrchestrationSession) -> bool:
+        """True while ``session`` is this worker's active session of its instance (not released or aborted)."""
+        with self._lock:
+            return self._active.get(session.instance_id.lower()) is session
 
     def get_stats(self) -> SessionStats:
         with self._lock:
@@ -394,6 +464,14 @@ class OrchestrationSessionManager:
             self._background.submit(run)
         except RuntimeError:
             _log.debug("background pool closed; work dropped")
+
+    def _submit_later(self, delay: timedelta, work: Callable[[], object]) -> None:
+        """Submit ``work`` to the background pool after ``delay``; no thread of the pool waits meanwhile."""
+        if self._shutdown.is_set():
+            return
+        timer = threading.Timer(delay.total_seconds(), self._submit, args=(work,))
+        timer.daemon = True
+        timer.start()
 
 
 def _each(action: Callable[[QueueMessage], None], messages: list[QueueMessage]) -> None:

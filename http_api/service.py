@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from shared import names
 from shared.models import JsonDict, iso
 from shared.planning import ChunkPlan
+from shared.request_json import parse_request_json
 from shared.settings import Settings
 from shared.validation import CollectionRequest, InvalidRequest, validate_collection_request
 from shared.window import CollectionSpec
@@ -72,11 +73,7 @@ async def start_collection(
 ) -> ApiResponse:
     """Validate, plan, start (or find the existing collection with the same id)."""
     try:
-        parsed = json.loads(body or b"null")
-    except ValueError:
-        return _error(400, "body", "json", "the request body must be valid JSON")
-    try:
-        request = validate_collection_request(parsed, settings, now)
+        request = validate_collection_request(parse_request_json(body), settings, now)
     except InvalidRequest as exc:
         return ApiResponse(400, exc.to_json())
     collection_id = request.collection_id or new_id()

@@ -52,7 +52,8 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
         nudge = None
         if steps:
             # Why the already-due timer: Python 1.x reports a task_any with only its *new* children, and the
-            # extension's shim awaits each top-level action in order (protocol notes §1.7). Without it, the
+            # extension's shim awaits each top-level action in order (docs/durable-protocol.md, "The sliding
+            # window and the already-due timer"; OutOfProcOrchestrationShim.cs upstream). Without it, the
             # shim blocks on the newest WhenAny and never schedules later lanes, collapsing K to 1 on Azure.
             # This timer is due now, so every WhenAny that adds tasks completes promptly and the shim moves on.
             nudge = context.create_timer(context.current_utc_datetime)

@@ -155,6 +155,8 @@ class ChunkSummary:
     incomplete: bool = False
     quarantine_blob: str | None = None
     attempts: int = 1
+    untimed: int = 0
+    """Of ``malformed``: records whose time could not be read (the manifest counts them once per collection)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -169,6 +171,7 @@ class ChunkSummary:
             "incomplete": self.incomplete,
             "quarantineBlob": self.quarantine_blob,
             "attempts": self.attempts,
+            "untimed": self.untimed,
         }
 
     @classmethod
@@ -185,6 +188,7 @@ class ChunkSummary:
             incomplete=bool(data.get("incomplete", False)),
             quarantine_blob=data.get("quarantineBlob"),
             attempts=int(data.get("attempts", 1)),
+            untimed=int(data.get("untimed", 0)),
         )
 
 

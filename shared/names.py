@@ -34,7 +34,9 @@ def is_safe_id(value: str) -> bool:
 
 
 def _tenant_component(tenant_id: str) -> str:
-    tenant = tenant_id.strip().lower()
+    # ASCII before case folding (U+212A KELVIN SIGN lowers to "k"), and no stripping: a tenant is used exactly as
+    # validated or refused, never quietly turned into another one.
+    tenant = tenant_id.lower() if tenant_id.isascii() else ""
     if not _SAFE_TENANT.fullmatch(tenant) or ".." in tenant:
         raise ValueError(f"unsafe tenant id for an object name: {tenant_id!r}")
     return tenant

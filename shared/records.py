@@ -2,14 +2,16 @@
 
 The audit APIs return records slightly outside the requested window (Purview "bleed" past the end date) and
 occasionally the same record twice; these helpers make a chunk's output exact and say how much they removed.
+Malformed records obey the same rules (``Quarantine``), so a broken record is counted once, in its own window.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import hashlib
+from collections.abc import Container, Iterable
 from datetime import UTC, datetime
 
-from shared.audit.ports import AuditRecord, TimeWindow
+from shared.audit.ports import AuditRecord, MalformedRecord, TimeWindow
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -77,6 +79,9 @@ class Deduplicator:
     def __len__(self) -> int:
         return len(self._seen)
 
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._seen
+
     def filter(self, records: Iterable[AuditRecord]) -> tuple[list[AuditRecord], int]:
         """Returns (records not seen before, duplicates removed from this batch)."""
         kept: list[AuditRecord] = []
@@ -90,3 +95,49 @@ class Deduplicator:
             kept.append(record)
         self.duplicates_removed += removed
         return kept, removed
+
+
+def quarantine_key(record_id: str | None, raw: str) -> str:
+    """What identifies a malformed record across pages and chunks: its id, or a hash of its raw text without one."""
+    return (
+        record_id if record_id is not None else "sha256:" + hashlib.sha256(raw.encode("utf-8", "replace")).hexdigest()
+    )
+
+
+class Quarantine:
+    """The malformed records of one chunk, kept under the rules that make the good records exact.
+
+    * A record whose time can be read is the chunk's only if that time is inside the window; otherwise it is bleed
+      (a neighbour's record, or one past the collection's end) and counts as trimmed, like a good record would.
+    * Each record is kept once (by ``quarantine_key``); a repeat counts as a duplicate.
+    * A record whose id also arrived intact in this chunk is output already: its broken copy is a duplicate too.
+
+    A record whose time cannot be read cannot be placed in any window. It is kept here ("untimed") and the manifest
+    counts it once for the whole collection by its key, however many chunks' queries returned it.
+    """
+
+    def __init__(self, window: TimeWindow) -> None:
+        self._window = window
+        self._kept: dict[str, MalformedRecord] = {}
+        self.trimmed = 0
+        self.duplicates = 0
+
+    def add(self, record: MalformedRecord) -> None:
+        if record.created is not None and not self._window.contains(record.created):
+            self.trimmed += 1
+            return
+        key = quarantine_key(record.record_id, record.raw)
+        if key in self._kept:
+            self.duplicates += 1
+            return
+        self._kept[key] = record
+
+    def settle(self, good_ids: Container[str]) -> list[MalformedRecord]:
+        """The records to quarantine, once every good record of the chunk is known; call it once."""
+        kept: list[MalformedRecord] = []
+        for record in self._kept.values():
+            if record.record_id is not None and record.record_id in good_ids:
+                self.duplicates += 1
+            else:
+                kept.append(record)
+        return kept

@@ -90,6 +90,8 @@ class Settings:
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
     delete_queries: bool = False
     """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
+    fast_sdk_timestamps: bool = True
+    """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
 
     @property
     def sink_kind(self) -> str:
@@ -160,6 +162,7 @@ class Settings:
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
             delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
+            fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
         )
         _check_consistency(settings)
         return settings
@@ -174,6 +177,10 @@ def _check_consistency(s: Settings) -> None:
         raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
 
 
+_TRUE = frozenset({"true", "1", "yes", "on"})
+_FALSE = frozenset({"false", "0", "no", "off"})
+
+
 class _Reader:
     def __init__(self, env: Mapping[str, str]) -> None:
         self._env = env
@@ -185,20 +192,20 @@ class _Reader:
     def text(self, name: str, default: str) -> str:
         return self.optional(name) or default
 
-    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
-        value = self.text(name, default).lower()
-        if value not in allowed:
-            raise ConfigError(name, f"must be one of {', '.join(allowed)}")
-        return value
-
     def flag(self, name: str, default: bool) -> bool:
         raw = self.optional(name)
         if raw is None:
             return default
         value = raw.lower()
-        if value not in ("true", "false", "1", "0", "yes", "no"):
+        if value not in _TRUE | _FALSE:
             raise ConfigError(name, "must be true or false")
-        return value in ("true", "1", "yes")
+        return value in _TRUE
+
+    def choice(self, name: str, default: str, allowed: tuple[str, ...]) -> str:
+        value = self.text(name, default).lower()
+        if value not in allowed:
+            raise ConfigError(name, f"must be one of {', '.join(allowed)}")
+        return value
 
     def url(self, name: str, default: str) -> str:
         value = self.text(name, default).rstrip("/")

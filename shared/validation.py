@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,7 +28,10 @@ _DOMAIN = re.compile(r"^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+
 _RECORD_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _OPERATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 _USER_ID = re.compile(r"^[A-Za-z0-9._%+'@-]{1,256}$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Characters no request string may hold: controls (Cc: C0, DEL, C1 such as U+0085), format characters (Cf: bidi
+# overrides such as U+202E, zero-width spaces, BOM), line and paragraph separators (Zl U+2028, Zp U+2029), and lone
+# surrogates (Cs: not characters at all). They are invisible or break lines in logs, names and the audit APIs' filters.
+_INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _ALLOWED_FIELDS = frozenset(
     {
         "tenantId",
@@ -117,6 +121,7 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
                 str(key)[:64], "unknown_field", f"unknown field; allowed: {', '.join(sorted(_ALLOWED_FIELDS))}"
             )
 
+    _reject_invisible_characters(body)
     tenant_id = _tenant(body.get("tenantId"))
     start = _date(body, "startDate")
     end = _date(body, "endDate")
@@ -204,12 +209,55 @@ def _high_completeness(value: Any, source: str) -> bool:
     return value
 
 
+def _invisible(text: str) -> str | None:
+    """The first character of ``text`` in a forbidden category, as ``U+XXXX (category)``; None when clean."""
+    for char in text:
+        category = unicodedata.category(char)
+        if category in _INVISIBLE_CATEGORIES:
+            return f"U+{ord(char):04X} ({category})"
+    return None
+
+
+def _reject_invisible_characters(body: JsonDict) -> None:
+    """Every string value, at any depth, must be free of invisible and line-breaking characters.
+
+    Checked before any field rule (which may strip or fold), so nothing invisible is normalised away by accident.
+    The field named is the top-level key, or ``filters.<key>`` inside ``filters``.
+    """
+    stack: list[tuple[str, Any]] = []
+    for key, value in body.items():
+        if key == "filters" and isinstance(value, dict):
+            stack += [(f"filters.{name}", item) for name, item in value.items()]
+        else:
+            stack.append((str(key), value))
+    while stack:
+        field, value = stack.pop()
+        if isinstance(value, str):
+            found = _invisible(value)
+            if found is not None:
+                raise InvalidRequest(
+                    field[:64], "characters", f"{field[:64]} contains an invisible or control character {found}"
+                )
+        elif isinstance(value, list):
+            stack += [(field, item) for item in value]
+        elif isinstance(value, dict):
+            stack += [(field, item) for item in value.values()]
+
+
 def _tenant(value: Any) -> str:
     if value is None:
         raise InvalidRequest("tenantId", "required", "tenantId is required")
     if not isinstance(value, str):
         raise InvalidRequest("tenantId", "type", "tenantId must be a string")
-    text = value.strip().lower()
+    # Rejected, not stripped: the value becomes an authority URL, an API path and the output prefix, so the caller
+    # must send exactly the tenant they mean (a stray space or newline is a client bug worth hearing about).
+    if value != value.strip():
+        raise InvalidRequest("tenantId", "whitespace", "tenantId must not start or end with whitespace")
+    # ASCII before any case folding: str.lower() maps some non-ASCII characters onto ASCII letters (U+212A KELVIN
+    # SIGN -> "k"), which would silently turn a look-alike into a different, valid tenant.
+    if not value.isascii():
+        raise InvalidRequest("tenantId", "ascii", "tenantId must be ASCII (a GUID or a DNS domain name)")
+    text = value.lower()
     if not (_GUID.fullmatch(text) or _DOMAIN.fullmatch(text)):
         raise InvalidRequest(
             "tenantId", "format", "tenantId must be a GUID or a domain such as contoso.onmicrosoft.com"
@@ -266,8 +314,6 @@ def _keyword(item: Any) -> str | None:
         raise InvalidRequest("filters.keyword", "type", "filters.keyword must be a string")
     if len(item) > 256:
         raise InvalidRequest("filters.keyword", "length", "filters.keyword accepts at most 256 characters")
-    if _CONTROL.search(item):
-        raise InvalidRequest("filters.keyword", "characters", "filters.keyword must not contain control characters")
     return item.strip() or None
 
 
@@ -283,8 +329,6 @@ def _filter_value(key: str, field: str, value: str) -> str:
     if key == "objectIds":
         if len(text) > 1024:
             raise InvalidRequest(field, "length", f"{field} values accept at most 1024 characters")
-        if _CONTROL.search(text):
-            raise InvalidRequest(field, "characters", f"{field} values must not contain control characters")
         return text
     pattern = {"recordTypes": _RECORD_TYPE, "operations": _OPERATION, "userIds": _USER_ID}[key]
     if len(text) > 256:

@@ -35,6 +35,10 @@ class AppSettings:
     partition_count: int = 4
     max_queue_polling_interval: float | None = None
     """Seconds (``storageProvider.maxQueuePollingInterval``), None when not set."""
+    max_entity_operation_batch_size: int = 5000
+    entity_message_reorder_window_minutes: int = 30
+    store_inputs_in_orchestration_history: bool = False
+    """``storeInputsInOrchestrationHistory``: activity and sub-orchestration inputs are kept in history."""
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -63,6 +67,9 @@ def load_host_json(app_dir: Path) -> AppSettings:
         max_concurrent_orchestrations=_positive_int(durable, "maxConcurrentOrchestratorFunctions", 10, path),
         partition_count=_positive_int(provider, "partitionCount", 4, path),
         max_queue_polling_interval=_timespan_seconds(provider.get("maxQueuePollingInterval"), path),
+        max_entity_operation_batch_size=_positive_int(durable, "maxEntityOperationBatchSize", 5000, path),
+        entity_message_reorder_window_minutes=_positive_int(durable, "entityMessageReorderWindowInMinutes", 30, path),
+        store_inputs_in_orchestration_history=_bool(durable, "storeInputsInOrchestrationHistory", False, path),
         raw=raw,
     )
 
@@ -104,6 +111,13 @@ def _string(section: Mapping[str, Any], key: str, default: str, path: Path) -> s
     # Like the extension, app settings can be referenced as %NAME%.
     if value.startswith("%") and value.endswith("%") and len(value) > 2:
         return os.environ.get(value[1:-1], default)
+    return value
+
+
+def _bool(section: Mapping[str, Any], key: str, default: bool, path: Path) -> bool:
+    value = section.get(key, default)
+    if not isinstance(value, bool):
+        raise HostConfigError(f"{path}: '{key}' must be true or false, got {value!r}")
     return value
 
 

@@ -2,8 +2,10 @@
 
 Mirrors what the extension's HTTP API returns (learn.microsoft.com "HTTP API reference"): timestamps as
 ``yyyy-MM-ddTHH:mm:ssZ``, input/output/customStatus parsed back into JSON values (the raw text when it is
-not JSON), and history events with ``EventType`` as its name, ``TaskScheduled`` folded into the matching
-completion (``FunctionName``, ``ScheduledTime``), and orchestrator start/complete markers dropped.
+not JSON), and history events as ``DurableClient.GetDurableOrchestrationStatusAsync`` formats them since
+extension 2.9.0 (PR #2267): ``EventType`` as its name, ``TaskScheduled`` folded into the matching completion
+(``FunctionName``, ``ScheduledTime`` and, with ``showInput``, its ``Input``), every event's ``Input`` kept as
+stored (a string) unless ``showInput=false``, and orchestrator start/complete markers dropped.
 """
 
 from __future__ import annotations
@@ -48,13 +50,17 @@ def status_payload(
         "lastUpdatedTime": format_time(status.last_updated_time),
     }
     if status.history is not None:
-        payload["historyEvents"] = history_payload(status.history, show_history_output=show_history_output)
+        payload["historyEvents"] = history_payload(
+            status.history, show_history_output=show_history_output, show_input=show_input
+        )
     return payload
 
 
-def history_payload(events: list[HistoryEvent], *, show_history_output: bool) -> list[dict[str, Any]]:
+def history_payload(
+    events: list[HistoryEvent], *, show_history_output: bool, show_input: bool = True
+) -> list[dict[str, Any]]:
     items = [copy.deepcopy(event) for event in events]
-    scheduled: dict[str, tuple[int, str, Any]] = {}
+    scheduled: dict[str, tuple[int, str, Any, Any]] = {}
     drop: set[int] = set()
     for index, item in enumerate(items):
         try:
@@ -63,41 +69,49 @@ def history_payload(events: list[HistoryEvent], *, show_history_output: bool) ->
             continue
         item["EventType"] = _EVENT_NAMES[kind]
         if kind in (EventType.TASK_SCHEDULED, EventType.SUB_ORCHESTRATION_INSTANCE_CREATED):
-            scheduled[f"{kind.name}_{item.get('EventId')}"] = (index, str(item.get("Name")), item.get("Timestamp"))
+            key = f"{kind.name}_{item.get('EventId')}"
+            scheduled[key] = (index, str(item.get("Name")), item.get("Timestamp"), item.get("Input"))
             item.pop("Version", None)
-            item.pop("Input", None)
         elif kind in (EventType.TASK_COMPLETED, EventType.TASK_FAILED):
-            _fold(item, scheduled, "TASK_SCHEDULED", drop)
+            _fold(item, scheduled, "TASK_SCHEDULED", drop, show_input)
             _result(item, show_history_output and kind == EventType.TASK_COMPLETED)
         elif kind in (EventType.SUB_ORCHESTRATION_INSTANCE_COMPLETED, EventType.SUB_ORCHESTRATION_INSTANCE_FAILED):
-            _fold(item, scheduled, "SUB_ORCHESTRATION_INSTANCE_CREATED", drop)
+            _fold(item, scheduled, "SUB_ORCHESTRATION_INSTANCE_CREATED", drop, show_input)
             _result(item, show_history_output and kind == EventType.SUB_ORCHESTRATION_INSTANCE_COMPLETED)
         elif kind == EventType.EXECUTION_STARTED:
             item["FunctionName"] = item.pop("Name", None)
-            for key in ("OrchestrationInstance", "ParentInstance", "Version", "Tags", "Input"):
+            for key in ("OrchestrationInstance", "ParentInstance", "Version", "Tags"):
                 item.pop(key, None)
         elif kind == EventType.EXECUTION_COMPLETED:
             raw_status = item.get("OrchestrationStatus")
             if isinstance(raw_status, int):
                 item["OrchestrationStatus"] = RuntimeStatus(raw_status).display
             _result(item, show_history_output)
-        elif kind in (EventType.EXECUTION_TERMINATED, EventType.EVENT_RAISED):
-            item.pop("Input", None)
         elif kind == EventType.TIMER_FIRED:
             item.pop("TimerId", None)
         elif kind in (EventType.ORCHESTRATOR_STARTED, EventType.ORCHESTRATOR_COMPLETED):
             drop.add(index)
+        if not show_input:
+            item.pop("Input", None)
         item.pop("EventId", None)
         item.pop("IsPlayed", None)
     return [item for index, item in enumerate(items) if index not in drop]
 
 
-def _fold(item: dict[str, Any], scheduled: dict[str, tuple[int, str, Any]], prefix: str, drop: set[int]) -> None:
+def _fold(
+    item: dict[str, Any],
+    scheduled: dict[str, tuple[int, str, Any, Any]],
+    prefix: str,
+    drop: set[int],
+    show_input: bool,
+) -> None:
     found = scheduled.get(f"{prefix}_{item.get('TaskScheduledId')}")
     if found is not None:
-        index, name, timestamp = found
+        index, name, timestamp, scheduled_input = found
         item["ScheduledTime"] = timestamp
         item["FunctionName"] = name
+        if show_input:
+            item["Input"] = scheduled_input
         drop.add(index)
     item.pop("TaskScheduledId", None)
 

@@ -26,6 +26,7 @@ from durable_local.errors import (
     InvalidInstanceStateError,
 )
 from durable_local.host.client_binding import management_urls
+from durable_local.host.entity_api import EntityHttpApi
 from durable_local.host.keys import HostKeys
 from durable_local.host.status_json import status_payload
 from durable_local.model import RuntimeStatus
@@ -53,11 +54,14 @@ class DurableHttpApi:
         self._engine = engine
         self._base_url = base_url
         self._keys = keys
+        self._entities = EntityHttpApi(engine)
 
     async def handle(self, request: web.Request, tail: str) -> web.StreamResponse:
         segments = [unquote(part) for part in tail.strip("/").split("/")] if tail.strip("/") else []
         method = request.method.upper()
         try:
+            if segments and segments[0] == "entities":
+                return await self._entities.handle(request, segments[1:])
             if segments and segments[0] == "orchestrators" and len(segments) in (2, 3):
                 if method != "POST":
                     return web.Response(status=404)
@@ -104,7 +108,7 @@ class DurableHttpApi:
         if body:
             try:
                 json.loads(body)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # too deep for Python's decoder is invalid input, not a 500
                 return error_response(400, "Invalid JSON content", exc)
             input_json = body
         try:
@@ -200,22 +204,19 @@ class DurableHttpApi:
         statuses, token = await asyncio.to_thread(self._engine.query, query)
         body = [status_payload(s, show_input=show_input is not False) for s in statuses]
         response = web.json_response(body, status=200)
-        if token:
-            response.headers["x-ms-continuation-token"] = token
+        # HttpApiHandler always adds the header; with no next page the token is null, which .NET's
+        # HttpHeaders.Add stores as an empty value (the header is sent, empty).
+        response.headers["x-ms-continuation-token"] = token or ""
         return response
 
     # -- purge ---------------------------------------------------------------------------------------
 
     async def _purge(self, instance_id: str) -> web.StreamResponse:
+        # HttpApiHandler.HandleDeleteHistoryByIdRequestAsync: 404 for an unknown id, else purge whatever the
+        # status (the Azure Storage tracking store deletes a running instance too).
         status = await asyncio.to_thread(self._engine.get_status, instance_id, show_input=False)
         if status is None:
             return web.Response(status=404)
-        if not status.runtime_status.is_terminal:
-            message = (
-                "Only orchestrations in a terminal state can be purged, but the orchestration with instance ID "
-                f"{instance_id} has status {status.runtime_status.display}"
-            )
-            return web.json_response(message, status=412)
         deleted = await asyncio.to_thread(self._engine.purge, instance_id)
         return web.json_response({"instancesDeleted": 1 if deleted else 0}, status=200)
 
@@ -245,7 +246,7 @@ class DurableHttpApi:
         text = await request.text()
         try:
             data_json = json.dumps(json.loads(text)) if text.strip() else None
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             return error_response(400, "Invalid JSON content", exc)
         try:
             await asyncio.to_thread(self._engine.raise_event, instance_id, event_name, data_json)

@@ -1,4 +1,6 @@
-"""Parse what the Python worker returns: the ``OrchestratorState`` JSON (protocol notes §1.4-1.5).
+"""Parse what the Python worker returns: the ``OrchestratorState`` JSON.
+
+Shapes: ``docs/durable-protocol.md``, "The orchestrator's answer: OrchestratorState and actions".
 
 The SDK either returns the state JSON, or raises an exception whose text carries
 ``"\\n\\n$OutOfProcData$:" + state JSON`` (the error path). Both end up as an ``OrchestratorOutcome``.
@@ -65,6 +67,8 @@ class Action:
     event_name: str | None = None
     retry: RetryPolicy | None = None
     children: list[Action] = field(default_factory=list)
+    operation: str | None = None
+    """Entity operation name (CallEntity / SignalEntity)."""
 
 
 @dataclass(slots=True)
@@ -141,6 +145,7 @@ def parse_action(data: dict[str, Any]) -> Action:
         event_name=data.get("externalEventName"),
         retry=_retry(retry) if isinstance(retry, dict) else None,
         children=[parse_action(child) for child in data.get("compoundActions") or []],
+        operation=data.get("operation"),
     )
 
 

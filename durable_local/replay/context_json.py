@@ -1,4 +1,5 @@
-"""The orchestration context JSON the extension sends to the Python worker (protocol notes §1.2).
+"""The orchestration context JSON the extension sends to the Python worker (``docs/durable-protocol.md``,
+"The context JSON").
 
 Built like ``OrchestrationTriggerAttributeBindingProvider.OrchestrationContextToString``.
 """

@@ -31,6 +31,7 @@ from durable_local.replay.decisions import (
     decision_event,
     decision_message,
     parent_notification,
+    recorded_event,
     sub_orchestration_input,
 )
 from durable_local.replay.dtfx import Decision, DtfxContext, NonDeterminismError
@@ -146,6 +147,8 @@ def _run_execution(
         registry=episode.registry,
         mode=episode.mode,
         max_actions=episode.settings.max_orchestration_actions,
+        instance_id=info.instance_id,
+        entity_reorder_window=episode.settings.entity_message_reorder_window,
     )
     non_determinism: NonDeterminismError | None = None
     try:
@@ -174,7 +177,7 @@ def _run_execution(
     completion: Decision | None = None
     for decision in decisions:
         event = decision_event(decision, episode.now)
-        history.append(event)
+        history.append(recorded_event(event, episode.settings.include_parameters))
         if decision.kind in (EventType.EXECUTION_COMPLETED, EventType.CONTINUE_AS_NEW):
             completion = decision
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from datetime import datetime
 from typing import Any
 
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
@@ -57,24 +58,37 @@ def _normalised_time(value: Any) -> str | None:
         return None
 
 
+def _readable_id(value: Any) -> str | None:
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def _readable_time(value: Any) -> datetime | None:
+    text = _normalised_time(value)
+    return parse_timestamp(text) if text is not None else None
+
+
 def normalise_graph_record(raw: Any) -> AuditRecord | MalformedRecord:
     """Validates one item of a Graph ``records`` page; parses a string ``auditData``; times become UTC 'Z'."""
     if not isinstance(raw, dict):
         return MalformedRecord(raw=_raw_text(raw), reason="record is not a JSON object")
-    record_id = raw.get("id")
-    if not isinstance(record_id, str) or not record_id.strip():
-        return MalformedRecord(raw=_raw_text(raw), reason="record has no id")
+    record_id = _readable_id(raw.get("id"))
     created = _normalised_time(raw.get("createdDateTime"))
+
+    def malformed(reason: str) -> MalformedRecord:
+        return MalformedRecord(_raw_text(raw), reason, record_id, _readable_time(created))
+
+    if record_id is None:
+        return malformed("record has no id")
     if created is None:
-        return MalformedRecord(raw=_raw_text(raw), reason=f"record {record_id} has no valid createdDateTime")
+        return malformed(f"record {record_id} has no valid createdDateTime")
     audit_data = raw.get("auditData")
     if isinstance(audit_data, str):
         try:
             audit_data = json.loads(audit_data)
         except json.JSONDecodeError as exc:
-            return MalformedRecord(raw=_raw_text(raw), reason=f"record {record_id} auditData is not JSON: {exc.msg}")
+            return malformed(f"record {record_id} auditData is not JSON: {exc.msg}")
     if audit_data is not None and not isinstance(audit_data, dict):
-        return MalformedRecord(raw=_raw_text(raw), reason=f"record {record_id} auditData is not a JSON object")
+        return malformed(f"record {record_id} auditData is not a JSON object")
     record = {key: value for key, value in raw.items() if not key.startswith("@odata.")}
     record["createdDateTime"] = created
     record["auditData"] = audit_data if audit_data is not None else {}
@@ -85,6 +99,13 @@ def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
     """Maps a ``Search-UnifiedAuditLog`` row (``AuditData`` is a JSON string) to the Graph record shape."""
     if not isinstance(row, dict):
         return MalformedRecord(raw=_raw_text(row), reason="row is not a JSON object")
+
+    def malformed(reason: str, data: dict[str, Any] | None = None) -> MalformedRecord:
+        # The row's own columns (Identity, CreationDate) survive a broken AuditData string.
+        record_id = _readable_id((data or {}).get("Id")) or _readable_id(row.get("Identity"))
+        created = _readable_time((data or {}).get("CreationTime")) or _readable_time(row.get("CreationDate"))
+        return MalformedRecord(_raw_text(row), reason, record_id, created)
+
     text = row.get("AuditData")
     if isinstance(text, dict):
         data: Any = text
@@ -92,17 +113,17 @@ def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            return MalformedRecord(raw=_raw_text(row), reason=f"AuditData is not JSON: {exc.msg}")
+            return malformed(f"AuditData is not JSON: {exc.msg}")
     else:
-        return MalformedRecord(raw=_raw_text(row), reason="row has no AuditData")
+        return malformed("row has no AuditData")
     if not isinstance(data, dict):
-        return MalformedRecord(raw=_raw_text(row), reason="AuditData is not a JSON object")
+        return malformed("AuditData is not a JSON object")
     record_id = data.get("Id") or row.get("Identity")
     if not isinstance(record_id, str) or not record_id.strip():
-        return MalformedRecord(raw=_raw_text(row), reason="AuditData has no Id")
+        return malformed("AuditData has no Id", data)
     created = _normalised_time(data.get("CreationTime")) or _normalised_time(row.get("CreationDate"))
     if created is None:
-        return MalformedRecord(raw=_raw_text(row), reason=f"record {record_id} has no valid CreationTime")
+        return malformed(f"record {record_id} has no valid CreationTime", data)
     row_type = row.get("RecordType")
     record_type = _camel(row_type) if isinstance(row_type, str) and row_type else str(data.get("RecordType", ""))
     user = data.get("UserId") or row.get("UserIds")

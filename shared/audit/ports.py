@@ -56,10 +56,16 @@ class AuditFilters:
 
 @dataclass(frozen=True, slots=True)
 class MalformedRecord:
-    """A record the source returned that could not be parsed; quarantined, never silently dropped."""
+    """A record the source returned that could not be parsed; quarantined, never silently dropped.
+
+    ``record_id`` and ``created`` are what could still be read (a broken payload usually leaves the record's id and
+    time intact): they place the record in its window and de-duplicate it like a good record. ``None`` when unreadable.
+    """
 
     raw: str
     reason: str
+    record_id: str | None = None
+    created: datetime | None = None
 
 
 @dataclass(slots=True)

@@ -19,6 +19,7 @@ CASES = [
     (["storage_ops.py", "--messages", "200", "--batches", "50"], "memory/sqlite"),
     (["engine_fanout.py", "--activities", "30"], "sqlite / anchor"),
     (["engine_overhead.py", "--steps", "4", "--instances", "2"], "engine overhead outside the SDK call"),
+    (["sdk_replay_cost.py", "--chunks", "4", "--repeat", "1"], "less time in the SDK call"),
     (["audit_stream_memory.py", "--records", "3000"], "ratio end / 2,000"),
     (
         ["collector_throughput.py", "--chunks", "3", "--ks", "1", "2", "--latency", "0.2", "--jitter", "0.1"],

@@ -138,5 +138,8 @@ class FakeSearchApi:
         for i in range(0, len(found), self.page_size):
             page = RecordPage(records=found[i : i + self.page_size])
             if self.malformed_every and i % self.malformed_every == 0:
-                page.malformed.append(MalformedRecord("{not json", "auditData does not parse"))
+                # Two broken rows are never byte-identical (each carries its ResultIndex), so give each its own text.
+                page.malformed.append(
+                    MalformedRecord(f'{{"ResultIndex": {i}, "AuditData": "{{not json', "auditData does not parse")
+                )
             yield page

@@ -7,6 +7,8 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from activities import bodies
 from shared.errors import AuthenticationError, TransientApiError
 from shared.models import ActivityResult, Chunk, ChunkSummary
@@ -178,3 +180,51 @@ def test_drop_superseded_handles_no_summaries_and_disjoint_ones() -> None:
         ChunkSummary(c, 1, 0, 0, 0, f"b{i}", "h", 1) for i, c in enumerate(Chunk(T0, T0 + timedelta(hours=2)).halves())
     )
     assert drop_superseded([b, a]) == ([a, b], [])
+
+
+def test_manifest_reports_a_gap_at_the_end_of_the_range() -> None:
+    """A stopped collection: the first two hours ran, the third failed, the last two never started."""
+    api, sink = FakeSearchApi(synthetic(T0, 5, 10)), MemorySink()
+    for hour in (0, 1):
+        bodies.exchange_collect(api, sink, payload(Chunk(T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1))))
+    failure = {"chunk": Chunk(T0 + timedelta(hours=2), T0 + timedelta(hours=3)).to_json(), "kind": "permission",
+               "message": "denied", "attempts": 1}  # fmt: skip
+    final = {
+        "collectionId": "c1",
+        "tenantId": TENANT,
+        "ranges": [{"start": "2024-11-17T10:00:00Z", "end": "2024-11-17T15:00:00Z"}],
+        "failures": [failure],
+        "status": "Failed",
+    }
+    result = ActivityResult.from_json(bodies.finalize(sink, final))
+    manifest = json.loads(sink.read_bytes(result.data["manifest"]) or b"")
+    tail = [{"start": "2024-11-17T13:00:00Z", "end": "2024-11-17T15:00:00Z", "depth": 0}]
+    assert manifest["gaps"] == result.data["gaps"] == tail
+
+
+@pytest.mark.azurite
+def test_finalize_returns_the_sha256_of_the_manifest_bytes_it_stored(azurite_connection_string: str) -> None:
+    import uuid
+
+    from azure.storage.blob import BlobServiceClient
+
+    from shared.sinks.blob import BlobSink
+
+    container = f"manifest-{uuid.uuid4().hex[:12]}"
+    sink = BlobSink.from_connection_string(azurite_connection_string, container)
+    api = FakeSearchApi(synthetic(T0, 2, 10), malformed_every=10)
+    for hour in (0, 1):
+        bodies.exchange_collect(api, sink, payload(Chunk(T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1))))
+    final = {"collectionId": "c1", "tenantId": TENANT, "status": "Completed", "failures": [],
+             "ranges": [{"start": "2024-11-17T10:00:00Z", "end": "2024-11-17T12:00:00Z"}]}  # fmt: skip
+    result = ActivityResult.from_json(bodies.finalize(sink, final))
+    assert result.ok
+
+    blob = BlobServiceClient.from_connection_string(azurite_connection_string).get_blob_client(
+        container, result.data["manifest"]
+    )
+    stored = blob.download_blob().readall()
+    assert result.data["sha256"] == hashlib.sha256(stored).hexdigest()
+    manifest = json.loads(stored)
+    assert manifest["totals"] == result.data["totals"] and manifest["totals"]["records"] == 20
+    assert result.data["location"] == blob.url

@@ -22,6 +22,7 @@ PROVIDED = {
     "requests": "requests",
     "msal": "msal",
     "tenacity": "tenacity",
+    "dateutil": "python-dateutil",
     "cryptography": "msal",
 }
 

@@ -170,3 +170,53 @@ def test_host_json_refuses_to_restart_a_running_instance_with_the_same_id() -> N
 
     host = json.loads((Path(__file__).parents[2] / "host.json").read_text())
     assert host["extensions"]["durableTask"]["overridableExistingInstanceStates"] == "NonRunningStates"
+
+
+# -- hostile bodies (issue 12, items 2 and 3): each is a 400 naming the field and rule, and starts nothing --
+def _nested(depth: int, opener: str, closer: str) -> bytes:
+    return (opener * depth + closer * depth).encode()
+
+
+def _with_keyword(raw_value: str) -> bytes:
+    """A valid body whose ``filters.keyword`` value is spliced in as raw JSON text."""
+    return json.dumps({**BODY, "filters": {"keyword": "x"}}).replace('"x"', raw_value).encode()
+
+
+HOSTILE: list[tuple[str, bytes, str, str]] = [
+    # A body nested ~1,000 deep made the JSON decoder raise RecursionError: a 500 from the starter.
+    ("arrays 1,000 deep", _nested(1000, "[", "]"), "body", "depth"),
+    ("objects 1,000 deep", ('{"a":' * 1000 + "1" + "}" * 1000).encode(), "body", "depth"),
+    ("arrays 100,000 deep", _nested(100_000, "[", "]"), "body", "depth"),
+    ("deep inside a field", _with_keyword("[" * 40 + "]" * 40), "body", "depth"),
+    # The last duplicate used to win: a valid tenantId after a hostile one, or the other way round.
+    ("duplicate tenantId", b'{"tenantId": "../x", ' + json.dumps(BODY).encode()[1:], "tenantId", "duplicate_key"),
+    (
+        "duplicate nested key",
+        _with_keyword('"a", "keyword": "b"'),
+        "filters.keyword",
+        "duplicate_key",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "raw", "field", "rule"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_body_is_a_400_naming_field_and_rule_and_starts_nothing(
+    case: str, raw: bytes, field: str, rule: str
+) -> None:
+    client = FakeClient()
+    response = start(client, raw)
+    assert response.status == 400, (case, response)
+    assert (response.body["error"]["field"], response.body["error"]["rule"]) == (field, rule), case
+    assert response.body["error"]["message"]
+    assert client.started == []
+
+
+def test_a_body_just_inside_the_depth_limit_reaches_field_validation() -> None:
+    """The depth rule rejects nesting, not objects: a (wrong) nested value within the limit gets the field's rule."""
+    deep_but_allowed = [[["x"]]]
+    response = start(FakeClient(), {**BODY, "filters": {"operations": deep_but_allowed}})
+    assert (response.status, response.body["error"]["field"], response.body["error"]["rule"]) == (
+        400,
+        "filters.operations",
+        "type",
+    )

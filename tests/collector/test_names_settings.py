@@ -42,6 +42,9 @@ def test_distinct_windows_get_distinct_safe_names(offset: int, span: int) -> Non
         ("con/toso.com", "c1"),
         ("x..y.com", "c"),
         ("contoso.com", "c1\n"),  # a final newline slips past a ``$``-anchored match
+        ("\u212aontoso.com", "c1"),  # KELVIN SIGN: lower() makes it ASCII "k", another tenant's prefix
+        ("contoso.com\n", "c1"),  # stripped by accident before
+        (" contoso.com", "c1"),
     ],
 )
 def test_unsafe_components_are_rejected(tenant: str, collection: str) -> None:

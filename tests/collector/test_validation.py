@@ -101,7 +101,8 @@ MALFORMED: list[tuple[str, Any, str, str]] = [
     ("collection id too long", good(collectionId="a" * 65), "collectionId", "format"),
     ("collection id not string", good(collectionId=7), "collectionId", "format"),
     # ``$`` also matches before a final newline: the id would become an instance id and a blob path component.
-    ("collection id trailing newline", good(collectionId="c1\n"), "collectionId", "format"),
+    # (The newline is a control character, so the rule for every request string catches it first.)
+    ("collection id trailing newline", good(collectionId="c1\n"), "collectionId", "characters"),
 ]
 
 
@@ -131,3 +132,77 @@ def test_retention_boundary_is_inclusive() -> None:
     start = NOW - timedelta(days=180)
     body = good(startDate=start.isoformat(), endDate=(start + timedelta(hours=1)).isoformat(), intervalMinutes=60)
     assert validate_collection_request(body, SETTINGS, NOW).chunk_count == 1
+
+
+# -- look-alike and invisible characters (issue 12, item 3) --------------------------------------------------
+KELVIN = "\u212a"  # KELVIN SIGN: str.lower() turns it into ASCII "k"
+LOOKALIKES: list[tuple[str, Any, str, str]] = [
+    # Case folding before an ASCII check silently turned these into another (valid-looking) tenant.
+    ("tenant with Kelvin sign", good(tenantId=f"{KELVIN}ontoso.onmicrosoft.com"), "tenantId", "ascii"),
+    (
+        "guid tenant with a fullwidth digit",
+        good(tenantId="72f988bf-86f1-41af-91ab-2d7cd011db4\uff17"),
+        "tenantId",
+        "ascii",
+    ),
+    ("tenant with dotless i", good(tenantId="contoso.onm\u0131crosoft.com"), "tenantId", "ascii"),
+    # Whitespace around a tenant was stripped by accident; it is rejected on purpose now.
+    ("tenant trailing newline", good(tenantId="contoso.onmicrosoft.com\n"), "tenantId", "characters"),
+    ("tenant trailing space", good(tenantId="contoso.onmicrosoft.com "), "tenantId", "whitespace"),
+    ("tenant leading tab", good(tenantId="\tcontoso.onmicrosoft.com"), "tenantId", "characters"),
+    ("tenant no-break space", good(tenantId="contoso.onmicrosoft.com\u00a0"), "tenantId", "whitespace"),
+    # Invisible and line-breaking characters: Unicode categories Cc, Cf, Zl, Zp (and lone surrogates, Cs).
+    ("keyword bidi override", good(filters={"keyword": "invoice\u202etxt.exe"}), "filters.keyword", "characters"),
+    ("keyword line separator", good(filters={"keyword": "a\u2028b"}), "filters.keyword", "characters"),
+    ("keyword paragraph separator", good(filters={"keyword": "a\u2029"}), "filters.keyword", "characters"),
+    ("keyword C1 next line", good(filters={"keyword": "a\u0085b"}), "filters.keyword", "characters"),
+    ("keyword zero-width space", good(filters={"keyword": "pass\u200bword"}), "filters.keyword", "characters"),
+    ("keyword lone surrogate", good(filters={"keyword": "a\ud800"}), "filters.keyword", "characters"),
+    ("object id bidi", good(filters={"objectIds": ["https://x/\u202egpj.exe"]}), "filters.objectIds", "characters"),
+    ("object id C1", good(filters={"objectIds": ["a\u0085"]}), "filters.objectIds", "characters"),
+    # A separator at the end was stripped away before the pattern check, so the value passed.
+    (
+        "operation trailing line separator",
+        good(filters={"operations": ["New-InboxRule\u2028"]}),
+        "filters.operations",
+        "characters",
+    ),
+    ("user id trailing C1", good(filters={"userIds": ["ceo@contoso.com\u0085"]}), "filters.userIds", "characters"),
+    (
+        "record type with BOM",
+        good(filters={"recordTypes": ["\ufeffExchangeItem"]}),
+        "filters.recordTypes",
+        "characters",
+    ),
+    (
+        "ip with trailing paragraph separator",
+        good(filters={"ipAddresses": ["10.0.0.1\u2029"]}),
+        "filters.ipAddresses",
+        "characters",
+    ),
+    ("collection id with Kelvin sign", good(collectionId=f"case-{KELVIN}"), "collectionId", "format"),
+    ("source with C1", good(source="graph\u0085"), "source", "characters"),
+    ("date with line separator", good(endDate="2024-11-18T10:14:59Z\u2028"), "endDate", "characters"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "field", "rule"), LOOKALIKES, ids=[m[0] for m in LOOKALIKES])
+def test_lookalike_and_invisible_characters_are_rejected(case: str, body: Any, field: str, rule: str) -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        validate_collection_request(body, SETTINGS, NOW)
+    assert (caught.value.field, caught.value.rule) == (field, rule), (case, caught.value.message)
+    assert caught.value.message
+
+
+def test_ascii_case_is_still_normalised_and_ordinary_spaces_inside_a_keyword_kept() -> None:
+    req = validate_collection_request(
+        good(tenantId="Contoso.OnMicrosoft.COM", filters={"keyword": "quarterly report\u3000final"}), SETTINGS, NOW
+    )
+    assert req.tenant_id == "contoso.onmicrosoft.com"
+    assert req.filters.keyword == "quarterly report\u3000final"  # an ideographic space (Zs) is a visible gap
+
+
+def test_an_invisible_character_error_names_the_code_point() -> None:
+    with pytest.raises(InvalidRequest) as caught:
+        validate_collection_request(good(filters={"keyword": "a\u202eb"}), SETTINGS, NOW)
+    assert "U+202E" in caught.value.message

@@ -3,11 +3,14 @@ status Failed, a reason naming the setting or permission, and (with deletion on)
 
 from __future__ import annotations
 
+import itertools
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from m365_emulator import AppRegistration, EmulatorConfig
+from shared.models import iso
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import CLIENT, SECRET, START, TENANT, body, serve
 
@@ -34,6 +37,19 @@ def test_bad_client_secret_fails_the_collection_naming_the_setting(make_emulator
     assert isinstance(reason, dict) and reason["kind"] == "authentication"
     assert "AUDIT_CLIENT_SECRET" in reason["message"] and "not-the-secret" not in reason["message"]
     assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == 0
+    _check_manifest_reports_the_windows_never_run(host.manifest("badsecret"), end)
+
+
+def _check_manifest_reports_the_windows_never_run(manifest: dict[str, Any], end: datetime) -> None:
+    """The chunks after the failed lanes never ran: the manifest's coverage must say so, up to the range's end."""
+    assert manifest["status"] == "Failed" and manifest["chunks"] == []
+    failed = sorted((f["chunk"]["start"], f["chunk"]["end"]) for f in manifest["failures"])
+    gaps = [(g["start"], g["end"]) for g in manifest["gaps"]]
+    assert gaps, "a stopped collection reported no coverage gap"
+    # Failures and gaps tile [START, end) exactly: in order, touching, the last gap ending at the range's end.
+    pieces = sorted(failed + gaps)
+    assert pieces[0][0] == iso(START) and pieces[-1][1] == iso(end) == gaps[-1][1]
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces)), pieces
 
 
 def test_missing_graph_permission_fails_the_collection_naming_it(make_emulator: MakeEmulator, tmp_path: Path) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import START, TENANT, Host, serve
@@ -66,6 +68,13 @@ MALFORMED: list[tuple[str, Any, str, str]] = [
     ("keyword number", good(filters={"keyword": 5}), "filters.keyword", "type"),
     ("collection id traversal", good(collectionId="../x"), "collectionId", "format"),
     ("collection id number", good(collectionId=7), "collectionId", "format"),
+    # Issue 12: hostile shapes and look-alike characters.
+    ("nested 1,000 deep", b"[" * 1000 + b"]" * 1000, "body", "depth"),
+    ("duplicate tenantId", b'{"tenantId": "../x", ' + json.dumps(good()).encode()[1:], "tenantId", "duplicate_key"),
+    ("tenant with Kelvin sign", good(tenantId="\u212aontoso.onmicrosoft.com"), "tenantId", "ascii"),
+    ("tenant trailing space", good(tenantId=f"{TENANT} "), "tenantId", "whitespace"),
+    ("keyword bidi override", good(filters={"keyword": "a\u202eb"}), "filters.keyword", "characters"),
+    ("operation line separator", good(filters={"operations": ["Send\u2028"]}), "filters.operations", "characters"),
 ]
 
 
@@ -95,6 +104,12 @@ def test_each_malformed_request_is_a_400_naming_field_and_rule_and_starts_nothin
         elif not error.get("message"):
             wrong.append(f"{case}: no message")
     assert wrong == []
+    # The app's other routes read no body: a hostile one is ignored, never a 500.
+    for path in ("/api/collections/never-started/retry-failed", "/api/collections/never-started"):
+        response = requests.request(
+            "POST" if path.endswith("retry-failed") else "GET", f"{host.base}{path}", data=b"[" * 5000, timeout=30
+        )
+        assert response.status_code == 404, (path, response.status_code, response.text[:200])
     assert host.instances() == before
     assert host.written_files() == []
     # The same host still starts a valid request: the 400s were about the requests, not a broken app.

@@ -59,6 +59,8 @@ def test_raise_event_needs_json(basic_app: ServedApp) -> None:
     url = links["sendEventPostUri"].replace("{eventName}", "Approval")
     assert requests.post(url, data="x", headers={"Content-Type": "text/plain"}, timeout=10).status_code == 400
     assert requests.post(url, data="{bad", headers={"Content-Type": "application/json"}, timeout=10).status_code == 400
+    deep = "[" * 100_000 + "]" * 100_000  # valid JSON that Python's decoder cannot recurse through
+    assert requests.post(url, data=deep, headers={"Content-Type": "application/json"}, timeout=10).status_code == 400
     requests.post(links["terminatePostUri"].replace("{text}", "cleanup"), timeout=10)
 
 
@@ -171,11 +173,12 @@ def test_list_and_purge(basic_app: ServedApp) -> None:
     assert len(first.json()) == 1 and first.headers.get("x-ms-continuation-token")
     running = start(basic_app.base_url, "long_wait")
     wait_for_status(running["statusQueryGetUri"], statuses=("Running",))
-    assert requests.delete(running["purgeHistoryDeleteUri"], timeout=10).status_code == 412
     purged = requests.delete(links["purgeHistoryDeleteUri"], timeout=10)
     assert (purged.status_code, purged.json()) == (200, {"instancesDeleted": 1})
     assert requests.get(links["statusQueryGetUri"], timeout=10).status_code == 404
-    requests.post(running["terminatePostUri"].replace("{text}", "x"), timeout=10)
+    # Like the extension's handler, a running instance is purged too (no 412).
+    assert requests.delete(running["purgeHistoryDeleteUri"], timeout=10).status_code == 200
+    assert requests.get(running["statusQueryGetUri"], timeout=10).status_code == 404
 
 
 def test_webhook_start_with_and_without_instance_id(basic_app: ServedApp) -> None:
@@ -190,6 +193,8 @@ def test_webhook_start_with_and_without_instance_id(basic_app: ServedApp) -> Non
     assert fresh.status_code == 202 and fresh.json()["id"] != "my-child-7"
     bad = requests.post(f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child", data="{nope", timeout=10)
     assert bad.status_code == 400
+    deep = requests.post(f"{basic_app.base_url}{WEBHOOKS}/orchestrators/child", data="[" * 100_000, timeout=10)
+    assert deep.status_code == 400, deep.text
 
 
 def test_http_routing_and_invocation(basic_app: ServedApp) -> None:

@@ -58,14 +58,15 @@ def _history() -> list[dict[str, object]]:
 def test_history_is_formatted_like_the_extension() -> None:
     events = history_payload(_history(), show_history_output=True)
     assert [e["EventType"] for e in events] == ["ExecutionStarted", "TaskCompleted", "ExecutionCompleted"]
-    assert events[0]["FunctionName"] == "chain" and "Input" not in events[0]
-    assert events[1]["FunctionName"] == "say_hello"
+    assert events[0]["FunctionName"] == "chain" and events[0]["Input"] == '"x"'  # the stored text, unparsed
+    assert events[1]["FunctionName"] == "say_hello" and events[1]["Input"] == '"x"'  # its TaskScheduled's input
     assert events[1]["ScheduledTime"] == history.format_timestamp(T0)
     assert events[1]["Result"] == "Hello x!"
     assert "TaskScheduledId" not in events[1] and "EventId" not in events[1] and "IsPlayed" not in events[1]
     assert events[2]["OrchestrationStatus"] == "Completed" and events[2]["Result"] == ["Hello x!"]
     hidden = history_payload(_history(), show_history_output=False)
     assert "Result" not in hidden[1] and "Result" not in hidden[2]
+    assert all("Input" not in e for e in history_payload(_history(), show_history_output=True, show_input=False))
 
 
 def test_status_payload_parses_json_text_and_formats_times() -> None:

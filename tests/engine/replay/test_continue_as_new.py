@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
+import azure.durable_functions as df
+
 from durable_local.history import event_type
 from durable_local.model import EventType, RuntimeStatus, SchedulingMode
 from tests.engine.replay import orchestrations as o
@@ -107,3 +109,45 @@ def test_custom_status_is_carried_over_to_the_next_generation() -> None:
     assert json.loads(second.custom_status or "") == {"set_in": 0}
     final = driver.run("s1")
     assert final.status is RuntimeStatus.COMPLETED and json.loads(final.output or "") == 2
+
+
+def _work_then_wait(context: df.DurableOrchestrationContext) -> o.Gen:
+    """Generation 0 runs one activity and continues as new; generation 1 waits for the event "late"."""
+    generation = context.get_input() or 0
+    if generation == 0:
+        yield context.call_activity("echo", "work")
+        context.continue_as_new(1)
+        return None
+    value = yield context.wait_for_external_event("late")
+    return {"generation": generation, "late": value}
+
+
+def test_event_raised_after_continue_as_new_in_the_same_episode_reaches_the_next_generation() -> None:
+    # DTFx (TaskOrchestrationContext.HandleEventRaisedEvent with BehaviorOnContinueAsNew.Carryover): an event
+    # processed after ContinueAsNew was called is added to the next execution's history, not dropped.
+    driver = Driver({"w": o.handle(_work_then_wait)}, o.ACTIVITIES)
+    driver.start("w", "c1")
+    driver.episode("c1")
+    driver.run_activity(driver.work_items[0])  # the completion that reaches continue_as_new ...
+    driver.raise_event("c1", "late", {"n": 7})  # ... and an event behind it, in the same work item
+    result = driver.episode("c1")
+    assert result.continued_as_new and result.generation == 1
+    carried = [e for e in result.history if event_type(e) is EventType.EVENT_RAISED]
+    assert [(e["Name"], json.loads(e["Input"])) for e in carried] == [("late", {"n": 7})]
+    assert result.status is RuntimeStatus.COMPLETED
+    assert json.loads(result.output or "") == {"generation": 1, "late": {"n": 7}}
+
+
+def test_event_processed_before_continue_as_new_is_not_carried_over() -> None:
+    # The shim reaches ContinueAsNew only when the activity completes: an event processed earlier in the same
+    # work item has no waiter and is not carried (the extension's shim calls ContinueAsNew without
+    # preserveUnprocessedEvents), so the next generation keeps waiting.
+    driver = Driver({"w": o.handle(_work_then_wait)}, o.ACTIVITIES)
+    driver.start("w", "c2")
+    driver.episode("c2")
+    driver.raise_event("c2", "late", {"n": 8})
+    driver.run_activity(driver.work_items[0])
+    result = driver.episode("c2")
+    assert result.continued_as_new and result.generation == 1
+    assert not [e for e in result.history if event_type(e) is EventType.EVENT_RAISED]
+    assert result.status is RuntimeStatus.RUNNING

@@ -9,6 +9,7 @@ import pytest
 
 from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, RuntimeStatus, SchedulingMode
+from durable_local.replay.api import ReplaySettings
 from tests.engine.replay import orchestrations as o
 from tests.engine.replay.driver import T0, Driver
 
@@ -25,8 +26,22 @@ def test_chain_runs_three_activities_in_order(mode: SchedulingMode) -> None:
     assert result.status is RuntimeStatus.COMPLETED
     assert json.loads(result.output or "") == "go!!!"
     scheduled = events_of(result.history, EventType.TASK_SCHEDULED)
-    assert [(e["EventId"], e["Input"]) for e in scheduled] == [(0, '"go"'), (1, '"go!"'), (2, '"go!!"')]
+    assert [(e["EventId"], e["Name"]) for e in scheduled] == [(0, "exclaim"), (1, "exclaim"), (2, "exclaim")]
     assert events_of(result.history, EventType.EXECUTION_COMPLETED)[0]["EventId"] == 3
+
+
+@pytest.mark.parametrize("include", [False, True])
+def test_task_scheduled_keeps_its_input_in_history_only_with_include_parameters(include: bool) -> None:
+    # DTFx ProcessScheduleTaskDecision: the activity message always carries the input; the TaskScheduled history
+    # event only with IncludeParameters (the extension's storeInputsInOrchestrationHistory, off by default).
+    driver = Driver({"chain": o.handle(o.chain)}, o.ACTIVITIES, settings=ReplaySettings(include_parameters=include))
+    driver.start("chain", "c1", "go")
+    first = driver.episode("c1")
+    assert [m.event["Input"] for m in first.activity_messages] == ['"go"']
+    result = driver.run("c1")
+    assert json.loads(result.output or "") == "go!!!"
+    recorded = [e["Input"] for e in events_of(result.history, EventType.TASK_SCHEDULED)]
+    assert recorded == (['"go"', '"go!"', '"go!!"'] if include else [None, None, None])
 
 
 def test_fan_out_200_schedules_everything_in_one_episode() -> None:
@@ -178,14 +193,24 @@ def test_suspend_holds_progress_until_resume() -> None:
     assert result.status is RuntimeStatus.COMPLETED and json.loads(result.output or "") == 6
 
 
-@pytest.mark.parametrize(("orchestrator", "needle"), [(o.uses_entity, "entities"), (o.uses_http, "CallHttp")])
-def test_entities_and_http_fail_clearly(orchestrator: o.Orch, needle: str) -> None:
-    driver = Driver({"unsupported": o.handle(orchestrator)})
+def test_durable_http_fails_clearly() -> None:
+    driver = Driver({"unsupported": o.handle(o.uses_http)})
     driver.start("unsupported", "u1")
     result = driver.episode("u1")
     assert result.status is RuntimeStatus.FAILED
     assert result.failure is not None
-    assert needle in result.failure.message and "not supported by durable_local" in result.failure.message
+    assert "CallHttp" in result.failure.message and "not supported by durable_local" in result.failure.message
+
+
+def test_calling_an_unknown_entity_fails_like_the_extension() -> None:
+    # ThrowIfFunctionDoesNotExist: the app has no entity function named "counter".
+    driver = Driver({"calls_entity": o.handle(o.uses_entity)})
+    driver.start("calls_entity", "u2")
+    result = driver.episode("u2")
+    assert result.status is RuntimeStatus.FAILED
+    assert result.failure is not None
+    assert "The function 'counter' doesn't exist, is disabled, or is not an entity function" in result.failure.message
+    assert result.orchestrator_messages == []  # nothing was sent to the entity
 
 
 def test_unknown_activity_fails_like_the_extension() -> None:

@@ -76,7 +76,7 @@ def catches(ctx: df.DurableOrchestrationContext) -> Any:
 
 
 def window(ctx: df.DurableOrchestrationContext) -> Any:
-    """The naive task_any sliding window (K=3 over 12 items) from the seed question."""
+    """The naive task_any sliding window (K=3 over 12 items) that collapses under the shim."""
     spec = ctx.get_input()
     k, durations = spec["k"], spec["durations"]
     pending = [ctx.call_activity("sleepy", {"value": i, "seconds": durations[i]}) for i in range(k)]

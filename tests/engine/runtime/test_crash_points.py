@@ -1,4 +1,4 @@
-"""One test per crash point of the protocol notes §2.5 (C1..C15), asserting the table's consequence.
+"""One test per crash point C1..C15 (the table in ``docs/durable-protocol.md``), asserting its consequence.
 
 A crash kills worker A (``WorkerKilled``: its threads stop without releasing, abandoning or deleting
 anything); worker B is a new ``Engine`` on the same store. Time is a ``ManualClock``: the test "pumps" it
@@ -364,17 +364,40 @@ def test_crash_c14_poison_message_backs_off_to_600s_and_is_never_deleted(world: 
     assert engine.get_status(instance_id).runtime_status is RuntimeStatus.RUNNING  # type: ignore[union-attr]
 
 
-def test_crash_c15_drain_timeout_loses_no_messages(world: World) -> None:
+def test_crash_c15_drain_timeout_aborts_the_session_and_its_messages_are_redelivered(world: World) -> None:
+    # DTFx on a forced stop (the extension's default, useGracefulShutdown=false): AbortAllSessions forgets the
+    # active sessions; an episode still running then finds no session at CompleteTaskOrchestrationWorkItemAsync
+    # and writes nothing. Its messages were neither deleted nor abandoned: they reappear when their visibility
+    # timeout expires, and another worker runs the episode again.
     faults = FaultInjector()
+    seen: list[str] = []
     world.activities.orchestrator_gate.clear()
-    a = world.engine(faults)
+    a = Engine(
+        world.activities.registry(),
+        store=world.store,
+        settings=fast_settings(),
+        clock=world.clock,
+        faults=faults,
+        on_event=lambda kind, data: seen.append(kind),
+    )
+    world.engines.append(a)
+    a.start()
     instance_id = a.start_new("gated")
     assert world.activities.orchestrator_entered.wait(10)
     a.stop(drain_timeout=0.05)  # the episode is stuck in the SDK call: the drain times out
     assert faults.hits(CrashPoint.C15_DRAIN_TIMEOUT) >= 1
-    world.activities.orchestrator_gate.set()
+    world.activities.orchestrator_gate.set()  # the stuck episode now finishes its replay ...
+    assert wait_until(lambda: "episode_completed" in seen or "episode_aborted" in seen, timeout=20)
+    assert "episode_completed" not in seen  # ... but the stopped worker checkpoints nothing
+    assert world.store.tracking.get_history(instance_id).events == []
+    assert world.store.tracking.get_instance(instance_id).status is RuntimeStatus.PENDING  # type: ignore[union-attr]
+    queue = world.store.queues.get_queue(a.control_queue_for(instance_id).name)
+    assert queue.approximate_count() == 1  # the start message is still there ...
+    assert queue.get_messages(32, timedelta(minutes=5)) == []  # ... hidden until its visibility timeout
+    world.clock.advance(fast_settings().control_queue_visibility_timeout)
     b = world.engine()
     assert world.finish(b, instance_id) == (RuntimeStatus.COMPLETED, "g")
+    assert world.calls("echo:g") == 1  # scheduled once, by the worker that got the redelivered message
 
 
 def test_worker_killed_is_not_swallowed_and_stops_io(world: World) -> None:

@@ -249,6 +249,53 @@ def test_prefetch_failure_is_retried(store, settings, queues) -> None:
         manager.shutdown()
 
 
+class _SickTracking:
+    """The real tracking store, except that loading the history of a "sick-*" instance always fails."""
+
+    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+        self.inner = inner
+        self.sick_calls = 0
+
+    def get_history(self, instance_id: str, expected_execution_id: str | None = None) -> OrchestrationHistory:
+        if instance_id.startswith("sick-"):
+            self.sick_calls += 1
+            raise OSError(f"history of {instance_id} is unreadable")
+        return self.inner.get_history(instance_id, expected_execution_id)
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self.inner, name)
+
+
+def test_permanently_failing_prefetches_do_not_starve_healthy_instances(store, queues) -> None:
+    # The seed re-enqueues a failed prefetch (after a pause) instead of retrying it in a loop, so that failing
+    # instances cannot hold every background thread. Six sick batches are queued before three healthy ones,
+    # with a pool of four threads.
+    settings = fast_settings(prefetch_retry_delay=timedelta(milliseconds=50))
+    sick = [f"sick-{i}" for i in range(6)]
+    healthy = [f"well-{i}" for i in range(3)]
+    for instance_id in healthy:
+        _write_history(store, instance_id, "e1", 2)
+    for instance_id in sick + healthy:
+        queues.put(completed_message(instance_id, "e1", 0))
+    tracking = _SickTracking(store.tracking)
+    manager = OrchestrationSessionManager(settings, tracking, queues.clock, pending=queues.tracker)  # type: ignore[arg-type]
+    opened: list[str] = []
+    try:
+        manager.add_messages_to_pending(queues.control, queues.read())
+
+        def all_healthy_opened() -> bool:
+            session = manager.get_next_session(timeout=0.01)
+            if session is not None:
+                opened.append(session.instance_id)
+            return sorted(opened) == healthy
+
+        assert wait_until(all_healthy_opened, timeout=30), f"healthy sessions opened: {opened}"
+        assert wait_until(lambda: tracking.sick_calls > 2 * len(sick))  # the sick ones keep being retried
+        assert manager.get_stats().pending_instances == len(sick)
+    finally:
+        manager.shutdown()
+
+
 def test_max_history_events_terminates(store, queues) -> None:
     settings = fast_settings(max_history_events=3)
     _write_history(store, "i1", "e1", 5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import unicodedata
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
@@ -26,11 +27,30 @@ def test_fnv1a_32_known_vectors(text: str, expected: int) -> None:
     assert fnv1a_32(text) == expected
 
 
+def _fnv_of_bytes(data: bytes) -> int:
+    """FNV-1a folded over the given bytes, independently of ``fnv1a_32``'s own encoding step."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 16777619) & 0xFFFFFFFF
+    return value
+
+
 def test_fnv_hashes_utf8_bytes_not_code_points() -> None:
-    # "é" is two UTF-8 bytes; hashing the code point (0xE9) as one byte would give another value.
-    one_byte = ((0x811C9DC5 ^ 0xE9) * 16777619) & 0xFFFFFFFF
-    assert fnv1a_32("é") != one_byte
-    assert fnv1a_32("é") == fnv1a_32("\u00e9")
+    # U+00E9 is two UTF-8 bytes; hashing the code point (0xE9) as one byte would give another value.
+    assert fnv1a_32("\u00e9") == _fnv_of_bytes(b"\xc3\xa9")
+    assert fnv1a_32("\u00e9") != _fnv_of_bytes(b"\xe9")
+
+
+def test_fnv_hashes_the_id_as_given_without_unicode_normalisation() -> None:
+    # DTFx's Fnv1aHashHelper hashes Encoding.UTF8.GetBytes(instanceId) as is. The precomposed (NFC) and the
+    # decomposed (NFD) spelling of one visible id are different byte strings, so they hash differently and
+    # here even land in different partitions. Written with escapes so that no editor can normalise them.
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    assert unicodedata.normalize("NFC", nfd) == nfc  # the same text to a reader
+    assert fnv1a_32(nfc) == _fnv_of_bytes(b"caf\xc3\xa9")
+    assert fnv1a_32(nfd) == _fnv_of_bytes(b"cafe\xcc\x81")
+    assert fnv1a_32(nfc) != fnv1a_32(nfd)
+    assert (partition_index(nfc), partition_index(nfd)) == (1, 3)
 
 
 @pytest.mark.parametrize(
