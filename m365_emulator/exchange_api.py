@@ -163,12 +163,12 @@ class ExchangeApi:
             return api_error(429, "TooManyRequests", message, retry_after=wait, request=request)
         self.stats.set_concurrency(key, running + 1)
         call_id = _window_key(request)
-        self.stats.log_query(tenant_id, "created", call_id, "exchange")
+        self.stats.log_query(tenant_id, "created", call_id, "exchange", call="start")
         try:
             self._wait_latency(request)
             return self._invoke(request, tenant_id)
         finally:
-            self.stats.log_query(tenant_id, "deleted", call_id, "exchange")
+            self.stats.log_query(tenant_id, "deleted", call_id, "exchange", call="end")
             with self._lock:
                 self._in_flight[tenant_id] -= 1
                 now = self._in_flight[tenant_id]

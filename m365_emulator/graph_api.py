@@ -84,14 +84,14 @@ class GraphApi:
             return api_error(404, "NotFound", f"The audit log query '{rest[0]}' was not found.", request=request)
         if len(rest) == 1 and method == "GET":
             reply = Reply(200, self._render(query, request.base_url, version, entity=True))
-            self.stats.log_query(tenant_id, "used", query.id)
+            self.stats.log_query(tenant_id, "used", query.id, call="status")
             self.stats.set_concurrency((tenant_id, "graph"), self.active_count(tenant_id))  # polls see finished ones
             return reply
         if len(rest) == 1 and method == "DELETE":
             return self._delete(request, tenant_id, query)
         if len(rest) == 2 and rest[1] == "records" and method == "GET":
             reply = self._records(request, query, version)
-            self.stats.log_query(tenant_id, "used", query.id)
+            self.stats.log_query(tenant_id, "used", query.id, call="records")
             return reply
         return api_error(405, "MethodNotAllowed", f"{method} is not supported on this resource.", request=request)
 
@@ -109,7 +109,7 @@ class GraphApi:
         with self._lock:
             query.deleted = True
         self.stats.bump(self.stats.queries_deleted, tenant_id)
-        self.stats.log_query(tenant_id, "deleted", query.id)
+        self.stats.log_query(tenant_id, "deleted", query.id, call="delete")
         self.stats.set_concurrency((tenant_id, "graph"), self.active_count(tenant_id))
         return Reply(204, None)
 
@@ -167,7 +167,9 @@ class GraphApi:
             message = f"Too many queued or running audit log queries for this tenant (limit {limit}). Retry later."
             return api_error(429, "TooManyRequests", message, retry_after=retry, request=request)
         self.stats.bump(self.stats.queries_created, tenant_id)
-        self.stats.log_query(tenant_id, "created", query.id)
+        self.stats.log_query(tenant_id, "created", query.id, call="create")
+        if outcome != "stuck":
+            self.stats.log_finish(query.id, query.created + self.settings.completion_delay_seconds + extra)
         self.stats.set_concurrency(key, active + 1)
         if self._take_lost_response():
             self.stats.bump(self.stats.injected_5xx, key)

@@ -23,6 +23,7 @@ class QueryEvent:
 
     ``moment`` is ``time.monotonic()``; Exchange calls log "created" when they start and "deleted" when they end;
     Graph queries log "created", "used" (a status poll or a records page) and "deleted" (a DELETE that removed it).
+    ``call`` says which request it was: Graph "create", "status", "records", "delete"; Exchange "start", "end".
     """
 
     moment: float
@@ -30,6 +31,7 @@ class QueryEvent:
     kind: str  # "created" | "used" | "deleted"
     query_id: str
     api: str = "graph"
+    call: str = ""
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Stats:
         high_completeness_calls: InvokeCommand calls with ``HighCompleteness`` set.
         tokens_issued: successful token responses (whole emulator).
         query_events: Graph query and Exchange call events in order, for in-flight timelines (``live_timeline``).
+        query_finishes: Graph query id -> the ``time.monotonic()`` moment its status turns terminal (succeeded,
+            failed or cancelled; absent for a query that never finishes), for measuring how late clients notice.
     """
 
     peak_concurrency: Counter[Key] = field(default_factory=Counter)
@@ -70,15 +74,20 @@ class Stats:
     high_completeness_calls: Counter[Key] = field(default_factory=Counter)
     tokens_issued: int = 0
     query_events: list[QueryEvent] = field(default_factory=list)
+    query_finishes: dict[str, float] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bump(self, counter: Counter[Any], key: object, amount: int = 1) -> None:
         with self.lock:
             counter[key] += amount
 
-    def log_query(self, tenant_id: str, kind: str, query_id: str, api: str = "graph") -> None:
+    def log_query(self, tenant_id: str, kind: str, query_id: str, api: str = "graph", call: str = "") -> None:
         with self.lock:
-            self.query_events.append(QueryEvent(time.monotonic(), tenant_id, kind, query_id, api))
+            self.query_events.append(QueryEvent(time.monotonic(), tenant_id, kind, query_id, api, call))
+
+    def log_finish(self, query_id: str, moment: float) -> None:
+        with self.lock:
+            self.query_finishes[query_id] = moment
 
     def live_timeline(self, tenant_id: str, api: str = "graph") -> list[tuple[float, int]]:
         """(moment, items in flight) at each start/end, in time order.

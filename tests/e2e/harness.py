@@ -41,11 +41,11 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def base_env(emulator: Emulator, output: Path) -> dict[str, str]:
+def base_env(emulator: Emulator, output: Path, app_dir: Path = REPO) -> dict[str, str]:
     """Collector settings pointing at the emulator, with every wait short."""
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": str(app_dir),
         "PYTHONUNBUFFERED": "1",
         "AUDIT_CLIENT_ID": CLIENT,
         "AUDIT_CLIENT_SECRET": SECRET,
@@ -74,6 +74,8 @@ class Host:
     base: str
     output: Path
     log: Path
+    pid: int = 0
+    """The host process (benchmarks read its CPU time)."""
 
     # -- the collections API ------------------------------------------------------------------------------------
     def post(self, body: Any, *, raw: bytes | None = None) -> requests.Response:
@@ -146,17 +148,22 @@ class Host:
 
 
 @contextmanager
-def serve(emulator: Emulator, workdir: Path, extra_env: dict[str, str] | None = None) -> Iterator[Host]:
-    """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess."""
+def serve(
+    emulator: Emulator, workdir: Path, extra_env: dict[str, str] | None = None, *, app_dir: Path = REPO
+) -> Iterator[Host]:
+    """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess.
+
+    ``app_dir`` serves another checkout of this repository (its engine and app), e.g. a baseline for a benchmark.
+    """
     port = free_port()
     output = workdir / "output"
-    env = {**base_env(emulator, output), **(extra_env or {})}
+    env = {**base_env(emulator, output, app_dir), **(extra_env or {})}
     log_path = workdir / "host.log"
-    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", str(port)]
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port)]
     command += ["--store", "memory", "--max-polling-interval", "0.02", "--drain-timeout", "5"]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
-    host = Host(f"http://127.0.0.1:{port}", output, log_path)
+    host = Host(f"http://127.0.0.1:{port}", output, log_path, process.pid)
     try:
         _wait_listening(process, port, log_path)
         yield host

@@ -105,3 +105,26 @@ def test_exchange_calls_take_the_latency_and_are_logged_in_flight(exo: requests.
     durations = [timeline[1][0] - timeline[0][0], timeline[3][0] - timeline[2][0]]
     assert durations[0] >= 0.05 and durations[1] >= 0.1  # a lower bound only: the call slept at least the base latency
     assert emu.stats.live_timeline(TENANT) == []  # Graph's timeline is separate
+
+
+def test_the_event_log_names_each_call_and_when_a_query_finished(
+    graph: requests.Session, exo: requests.Session, emu: Emulator
+) -> None:
+    emu.config.graph.completion_delay_seconds = 0.2
+    query_id = create(graph, emu, T0, T0 + timedelta(hours=1))["id"]
+    wait_succeeded(graph, emu, query_id)
+    graph.get(f"{queries_url(emu)}/{query_id}/records")
+    assert search(exo, emu, T0, T0 + timedelta(hours=1), SessionId="s").status_code == 200
+    events = list(emu.stats.query_events)
+    graph_calls = [e.call for e in events if e.api == "graph"]
+    assert graph_calls[0] == "create" and graph_calls[-1] == "records" and set(graph_calls[1:-1]) == {"status"}
+    assert [e.call for e in events if e.api == "exchange"] == ["start", "end"]
+    created = next(e.moment for e in events if e.call == "create")
+    finished = emu.stats.query_finishes[query_id]
+    # the moment the status turns terminal: created + latency (the create's event is logged just after its clock read)
+    assert 0.15 <= finished - created <= 0.2
+    last_running = max((e.moment for e in events if e.call == "status" and e.moment < finished), default=created)
+    assert last_running < finished <= next(e.moment for e in events if e.call == "status" and e.moment >= finished)
+    emu.faults.stuck_query = True
+    stuck = create(graph, emu, T0, T0 + timedelta(hours=2))["id"]
+    assert stuck not in emu.stats.query_finishes  # a query that never finishes has no finish moment
