@@ -46,15 +46,60 @@ def contract(sink: ChunkSink) -> None:
         write_bytes(sink, "../escape", b"x")
 
 
+def parts_contract(sink: ChunkSink) -> None:
+    """Parts staged by several activities become one object at the commit, in the listed order."""
+    name = "t/c/chunks/parts.jsonl"
+    write_bytes(sink, name, b"old object\n")
+    sink.stage_part(name, "00000", b"first\n")
+    sink.stage_part(name, "00002", b"third\n")
+    sink.stage_part(name, "00001", b"a part that is replaced\n")
+    sink.stage_part(name, "00001", b"second\n")  # a part staged again (its activity ran twice) replaces the first
+    sink.stage_part(name, "00009", b"a part no commit lists\n")
+    assert sink.read_bytes(name) == b"old object\n"  # staged parts are invisible
+    assert sink.list_names("t/c/chunks/parts") == [name] and not any(".parts" in n for n in sink.list_names(""))
+    stored = sink.commit_parts(name, ["00000", "00001", "00002"])
+    data = b"first\nsecond\nthird\n"
+    assert sink.read_bytes(name) == data
+    assert (stored.sha256, stored.bytes) == (hashlib.sha256(data).hexdigest(), len(data))
+    again = sink.commit_parts(name, ["00000", "00001", "00002"])  # a commit run twice commits the same object
+    assert again == stored and sink.read_bytes(name) == data
+    sink.discard_parts(name, ["00000", "00001", "00002", "00009"])
+    assert sink.read_bytes(name) == data
+    empty = "t/c/chunks/none.jsonl"
+    sink.stage_part(empty, "00000", b"")
+    assert sink.commit_parts(empty, ["00000"]).bytes == 0 and sink.read_bytes(empty) == b""
+    sink.discard_parts(empty, ["00000"])
+    sink.delete(empty)
+    sink.delete(empty)  # deleting what is gone is fine
+    assert sink.read_bytes(empty) is None
+    with pytest.raises(ValueError):
+        sink.stage_part(name, "../x", b"")
+
+
 def test_memory_sink_contract() -> None:
     contract(MemorySink())
+    parts_contract(MemorySink())
+
+
+def test_a_commit_of_parts_never_staged_fails_and_leaves_the_object() -> None:
+    from shared.errors import SinkError
+
+    sink = MemorySink()
+    write_bytes(sink, "t/c/chunks/x.jsonl", b"kept")
+    sink.stage_part("t/c/chunks/x.jsonl", "00000", b"a")
+    with pytest.raises(SinkError):
+        sink.commit_parts("t/c/chunks/x.jsonl", ["00000", "00001"])
+    assert sink.read_bytes("t/c/chunks/x.jsonl") == b"kept"
 
 
 def test_local_folder_sink_contract_and_no_temp_leftovers(tmp_path: Path) -> None:
     sink = LocalFolderSink(tmp_path / "out")
     contract(sink)
+    parts_contract(sink)
     leftovers = [p.name for p in (tmp_path / "out").rglob(".tmp-*")]
     assert leftovers == []
+    staged = [p for p in (tmp_path / "out" / ".parts").rglob("*") if p.is_file()]
+    assert staged == [] and not (tmp_path / "out" / ".parts" / "t/c/chunks/parts.jsonl").exists()
     assert sink.location("t/c/manifest.json") == str(tmp_path / "out" / "t" / "c" / "manifest.json")
 
 
@@ -67,6 +112,7 @@ def test_blob_sink_contract_with_staged_blocks(azurite_connection_string: str) -
     container = f"ual-{uuid.uuid4().hex[:12]}"
     sink = BlobSink.from_connection_string(azurite_connection_string, container, block_size=2048)
     contract(sink)
+    parts_contract(sink)
     # 5 x 1000 bytes with 2 KiB blocks must have been committed as several blocks
     sink.write_stream("t/c/chunks/blocks.jsonl", parts(5, 1000))
     blob = BlobServiceClient.from_connection_string(azurite_connection_string).get_blob_client(
