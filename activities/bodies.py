@@ -8,16 +8,14 @@ they stream to the sink and only counts plus a claim check (object name, SHA-256
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from activities.chunk_writer import write_chunk
+from shared import chunk_rules
 from shared.audit.ports import (
-    AuditFilters,
     AuditQueryApi,
     AuditSearchApi,
-    QueryState,
-    RecordPage,
     TimeWindow,
 )
 from shared.errors import CollectorError, NeedsSplitError
@@ -33,18 +31,6 @@ class FindsQueries(Protocol):
     """A query API that can find a query an earlier attempt created (Graph lists queries by displayName)."""
 
     def find_query(self, window: TimeWindow, *, display_name: str) -> str | None: ...
-
-
-@runtime_checkable
-class PagesUpToCap(Protocol):
-    """A search API that can page a window over its session cap as far as the cap allows.
-
-    It yields the pages it can, then raises ``NeedsSplitError`` when records were left out.
-    """
-
-    def iter_record_pages_up_to_cap(
-        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
-    ) -> Iterator[RecordPage]: ...
 
 
 def query_display_name(collection_id: str, chunk: Chunk) -> str:
@@ -82,35 +68,43 @@ def graph_submit(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
     return _guard(body)
 
 
-def graph_status(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
-    def body() -> ActivityResult:
-        status = api.get_query(str(payload["queryId"]))
-        return ActivityResult.success(
-            {
-                "state": status.state.value if status.state is not QueryState.PENDING else "pending",
-                "rawStatus": status.raw_status,
-                "limitExceeded": status.record_count_limit_exceeded,
-                "approximateCount": status.approximate_record_count,
-            }
-        )
+def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    """Check the chunk's query; once it is finished and needs no split, export it in the same call.
 
-    return _guard(body)
-
-
-def graph_export(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    One activity instead of a status check followed by an export saves the orchestration a step per chunk. The
+    decision (``shared.chunk_rules.graph_outcome``) reads the query's status and the payload's ``allowIncomplete``
+    (the window cannot be split any further) and ``maxRecords``.
+    """
     chunk = Chunk.from_json(payload["chunk"])
 
     def body() -> ActivityResult:
+        query_id = str(payload["queryId"])
+        status = api.get_query(query_id)
+        outcome = chunk_rules.graph_outcome(
+            status,
+            splittable=not bool(payload.get("allowIncomplete", False)),
+            max_records=int(payload.get("maxRecords") or 0),
+        )
+        checked: JsonDict = {
+            "outcome": outcome,
+            "rawStatus": status.raw_status,
+            "limitExceeded": status.record_count_limit_exceeded,
+            "approximateCount": status.approximate_record_count,
+        }
+        if outcome == chunk_rules.SPLIT:
+            return ActivityResult.split(checked)
+        if outcome in (chunk_rules.PENDING, chunk_rules.FAILED):
+            return ActivityResult.success(checked)
         summary = write_chunk(
             sink,
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),
             chunk=chunk,
-            pages=api.iter_record_pages(str(payload["queryId"])),
+            pages=api.iter_record_pages(query_id),
             attempt=int(payload.get("attempt", 1)),
-            incomplete=bool(payload.get("allowIncomplete", False)),
+            incomplete=outcome == chunk_rules.EXPORT_INCOMPLETE,
         )
-        return ActivityResult.success(summary.to_json())
+        return ActivityResult.success({**checked, "summary": summary.to_json()})
 
     return _guard(body)
 
@@ -135,53 +129,47 @@ def graph_delete(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
 
 
 def exchange_collect(api: AuditSearchApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
+    """One ``Search-UnifiedAuditLog`` call of the lane's chunk, written as one part (``activities.exchange_calls``).
+
+    Returns ``{"cursor": ...}`` (the lane carries it to its next call) or, after the last call, ``{"summary": ...}``
+    of the committed chunk object. A window over the session cap asks for a split unless ``allowIncomplete``.
+    """
+    from activities.chunk_parts import ChunkParts
+    from activities.exchange_calls import exchange_call
+
     chunk = Chunk.from_json(payload["chunk"])
-    allow_incomplete = bool(payload.get("allowIncomplete", False))
-    filters = filters_from_json(payload.get("filters"))
-    high = bool(payload.get("highCompleteness", False))
-    cut_short: list[bool] = []
-
-    def pages() -> Iterator[RecordPage]:
-        try:
-            if allow_incomplete and isinstance(api, PagesUpToCap):
-                yield from api.iter_record_pages_up_to_cap(chunk.window(), filters, high_completeness=high)
-            else:
-                yield from api.iter_record_pages(chunk.window(), filters, high_completeness=high)
-        except NeedsSplitError:
-            if not allow_incomplete:
-                raise
-            # A minimum-size window over the session cap: keep what arrived, report the chunk incomplete.
-            cut_short.append(True)
-
-    def body() -> ActivityResult:
-        summary = write_chunk(
-            sink,
-            tenant_id=str(payload["tenantId"]),
-            collection_id=str(payload["collectionId"]),
-            chunk=chunk,
-            pages=pages(),
-            attempt=int(payload.get("attempt", 1)),
-            incomplete=lambda: bool(cut_short),
-        )
-        return ActivityResult.success(summary.to_json())
-
-    return _guard(body)
+    parts = ChunkParts(
+        sink, tenant_id=str(payload["tenantId"]), collection_id=str(payload["collectionId"]), chunk=chunk
+    )
+    return _guard(lambda: exchange_call(api, parts, payload))
 
 
 def finalize(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     from activities.manifest import write_manifest
 
     def body() -> ActivityResult:
-        return ActivityResult.success(write_manifest(sink, payload))
+        written = write_manifest(sink, payload)
+        _forget_parts(sink, str(payload["tenantId"]), str(payload["collectionId"]))
+        return ActivityResult.success(written)
 
     return _guard(body)
+
+
+def _forget_parts(sink: ChunkSink, tenant_id: str, collection_id: str) -> None:
+    """Part records a commit never cleaned up (a chunk split after some calls, a run nobody waited for)."""
+    from shared import names
+
+    try:
+        for name in sink.list_names(names.parts_prefix(tenant_id, collection_id)):
+            sink.delete(name)
+    except CollectorError as exc:  # best effort: the manifest is written and the output is complete without it
+        logger.warning("could not remove leftover part records: %s", exc)
 
 
 __all__: list[Any] = [
     "exchange_collect",
     "finalize",
+    "graph_collect",
     "graph_delete",
-    "graph_export",
-    "graph_status",
     "graph_submit",
 ]

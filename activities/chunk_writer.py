@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
 
 from shared import names
-from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
+from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWindow
 from shared.models import Chunk, ChunkSummary
 from shared.records import Deduplicator, Quarantine, format_timestamp, parse_record_time
 from shared.sinks.base import ChunkSink, write_bytes
@@ -47,28 +48,42 @@ def _unusable(record: AuditRecord, exc: Exception) -> MalformedRecord:
     )
 
 
+class Filter(Protocol):
+    """What removes repeated records (``shared.records.Deduplicator``, or one that also knows earlier parts)."""
+
+    duplicates_removed: int
+
+    def filter(self, records: Iterable[AuditRecord]) -> tuple[list[AuditRecord], int]: ...
+
+
+def page_lines(page: RecordPage, window: TimeWindow, dedupe: Filter, counts: _Counts) -> bytes:
+    """One page as JSONL: malformed and unusable records to the quarantine, bleed trimmed, repeats removed."""
+    for broken in page.malformed:
+        counts.quarantine.add(broken)
+    kept: list[AuditRecord] = []
+    for record in page.records:
+        try:
+            moment = parse_record_time(record)
+            str(record["id"])
+        except (KeyError, TypeError, ValueError) as exc:
+            counts.quarantine.add(_unusable(record, exc))
+            continue
+        if window.contains(moment):
+            kept.append(record)
+        else:
+            counts.trimmed += 1
+    unique, _ = dedupe.filter(kept)
+    counts.records += len(unique)
+    return b"".join(_dumps(record) + b"\n" for record in unique)
+
+
 def _jsonl(pages: Iterable[RecordPage], chunk: Chunk, counts: _Counts) -> Iterator[bytes]:
     dedupe = Deduplicator()
     window = chunk.window()
     for page in pages:
-        for broken in page.malformed:
-            counts.quarantine.add(broken)
-        kept: list[AuditRecord] = []
-        for record in page.records:
-            try:
-                moment = parse_record_time(record)
-                str(record["id"])
-            except (KeyError, TypeError, ValueError) as exc:
-                counts.quarantine.add(_unusable(record, exc))
-                continue
-            if window.contains(moment):
-                kept.append(record)
-            else:
-                counts.trimmed += 1
-        unique, _ = dedupe.filter(kept)
-        counts.records += len(unique)
-        if unique:
-            yield b"".join(_dumps(record) + b"\n" for record in unique)
+        lines = page_lines(page, window, dedupe, counts)
+        if lines:
+            yield lines
     counts.malformed = counts.quarantine.settle(dedupe)
     counts.trimmed += counts.quarantine.trimmed
     counts.duplicates = dedupe.duplicates_removed + counts.quarantine.duplicates

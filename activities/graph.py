@@ -25,20 +25,14 @@ def graph_submit_activity(payload: JsonDict) -> JsonDict:
     return error or bodies.graph_submit(api, payload)  # type: ignore[arg-type]
 
 
-@bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_STATUS)  # type: ignore[untyped-decorator]
-def graph_status_activity(payload: JsonDict) -> JsonDict:
-    api, error = _api_or_error(payload)
-    return error or bodies.graph_status(api, payload)  # type: ignore[arg-type]
-
-
-@bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_EXPORT)  # type: ignore[untyped-decorator]
-def graph_export_activity(payload: JsonDict) -> JsonDict:
+@bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_COLLECT)  # type: ignore[untyped-decorator]
+def graph_collect_activity(payload: JsonDict) -> JsonDict:
     api, error = _api_or_error(payload)
     try:
         sink = runtime.sink()
     except CollectorError as exc:
         return ActivityResult.failure(exc).to_json()
-    return error or bodies.graph_export(api, sink, payload)  # type: ignore[arg-type]
+    return error or bodies.graph_collect(api, sink, payload)  # type: ignore[arg-type]
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_DELETE)  # type: ignore[untyped-decorator]

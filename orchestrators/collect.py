@@ -30,38 +30,60 @@ def _ranges(spec: CollectionSpec) -> list[JsonDict]:
     return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.explicit]
 
 
+NUDGE_HORIZON = timedelta(days=2)
+"""How far ahead the nudge timer is set. It is cancelled before it is ever reported, so it never fires in practice;
+should an execution outlive it, its firing is a harmless no-op (see ``collect``)."""
+
+
 def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
-    """Keep at most K chunk lanes busy; continue-as-new at drained points; finalize the manifest at the end."""
+    """Keep at most K chunk lanes busy; switch executions without draining; finalize the manifest at the end."""
     payload = _input_of(context)
     spec = CollectionSpec.from_json(payload["spec"])
-    window = CollectionWindow(spec, Carried.from_json(payload.get("state")))
+    window = CollectionWindow(spec, Carried.from_json(payload.get("state")), now=context.current_utc_datetime)
     # task -> (lane id, is_timer); rebuilt identically on every replay because the steps are deterministic.
     waiting: list[tuple[Any, int, bool]] = []
-    steps: list[Step] = window.fill()
+    steps: list[Step] = window.resume() + window.fill()
 
     while True:
+        added = False
         for step in steps:
             if isinstance(step, CallActivity):
                 waiting.append((context.call_activity(step.name, step.input), step.lane, False))
+                added = True
+            elif window.switching:
+                window.park(step.lane)  # a timer for the next execution: never created in this one
             else:
-                fire_at = context.current_utc_datetime + timedelta(seconds=step.seconds)
-                waiting.append((context.create_timer(fire_at), step.lane, True))
-        if not window.lanes:
+                waiting.append((context.create_timer(step.until), step.lane, True))
+                added = True
+        if window.switching:
+            # Park every lane that is only waiting: cancel its timer (a cancelled timer is no longer an open task, so
+            # it does not hold the execution open: DTFx TaskOrchestrationContext.CreateTimer) and carry its due time.
+            for task, lane_id, is_timer in waiting:
+                if is_timer:
+                    if not task.is_completed:
+                        task.cancel()
+                    window.park(lane_id, fired=task.is_completed)
+            waiting = [entry for entry in waiting if not entry[2]]
+        if window.should_continue_as_new or not window.lanes:
             break
         tasks = [task for task, _, _ in waiting]
         nudge = None
-        if steps:
-            # Why the already-due timer: Python 1.x reports a task_any with only its *new* children, and the
-            # extension's shim awaits each top-level action in order (docs/durable-protocol.md, "The sliding
-            # window and the already-due timer"; OutOfProcOrchestrationShim.cs upstream). Without it, the
-            # shim blocks on the newest WhenAny and never schedules later lanes, collapsing K to 1 on Azure.
-            # This timer is due now, so every WhenAny that adds tasks completes promptly and the shim moves on.
-            nudge = context.create_timer(context.current_utc_datetime)
+        if added:
+            # Why the nudge: Python 1.x reports a task_any with only its *new* children, and the extension's shim
+            # awaits each top-level action in order (docs/durable-protocol.md, "The sliding window and the nudge";
+            # OutOfProcOrchestrationShim.cs upstream). Without it the shim blocks on the newest WhenAny and never
+            # schedules later lanes, collapsing K to 1 on Azure. The nudge is a timer cancelled before it is
+            # reported: the shim creates it already cancelled, so its WhenAny completes at once, in the same
+            # episode, and the shim moves on; it is no open task and never fires, so it costs one history event
+            # and no episode.
+            nudge = context.create_timer(context.current_utc_datetime + NUDGE_HORIZON)
+            nudge.cancel()
             tasks.append(nudge)
         context.set_custom_status(window.status())
         winner = yield context.task_any(tasks)
+        window.now = context.current_utc_datetime
         if winner is nudge:
-            steps = []  # the nudge winning means nothing finished: a no-op, just wait again
+            steps = []  # only if an execution outlived the horizon: nothing finished, wait again
             continue
         index = next(i for i, (task, _, _) in enumerate(waiting) if task is winner)
         _, lane_id, is_timer = waiting.pop(index)
@@ -75,6 +97,13 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
 
     if window.should_continue_as_new:
         carried = window.carry()
+        if not context.is_replaying:
+            logger.info(
+                "collection %s: execution %d continues as new with %d lane(s) carried",
+                spec.collection_id,
+                carried.execution - 1,
+                len(carried.lanes),
+            )
         context.set_custom_status({**window.status(), "execution": carried.execution})
         context.continue_as_new({**payload, "state": carried.to_json()})
         return None

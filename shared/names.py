@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 # --- Function names (registered by the blueprints; used by call_activity / start_new) ---------------------------
 ORCHESTRATOR_COLLECT = "collect_orchestrator"
 ACTIVITY_GRAPH_SUBMIT = "graph_submit_activity"
-ACTIVITY_GRAPH_STATUS = "graph_status_activity"
-ACTIVITY_GRAPH_EXPORT = "graph_export_activity"
+ACTIVITY_GRAPH_COLLECT = "graph_collect_activity"
+"""Checks a Graph query and, once it is finished (and needs no split), exports it in the same call."""
 ACTIVITY_GRAPH_DELETE = "graph_delete_activity"
 ACTIVITY_EXCHANGE_COLLECT = "exchange_collect_activity"
 ACTIVITY_FINALIZE = "finalize_activity"
@@ -74,6 +74,19 @@ def quarantine_object_name(chunk_name: str) -> str:
 def summary_object_name(chunk_name: str) -> str:
     """The small sidecar with the chunk's summary (what the manifest is built from)."""
     return chunk_name.removesuffix(".jsonl") + ".summary.json"
+
+
+def parts_prefix(tenant_id: str, collection_id: str) -> str:
+    """``<tenant>/<collection>/parts/``: what a chunk written in parts keeps about each part until its commit."""
+    return f"{collection_prefix(tenant_id, collection_id)}parts/"
+
+
+def part_record_name(chunk_name: str, key: str) -> str:
+    """The record of one part of a chunk object (its ids, counts and the call's outcome), under ``parts/``."""
+    head, sep, file = chunk_name.rpartition("/chunks/")
+    if not sep or not file.endswith(".jsonl") or not key.isalnum():
+        raise ValueError(f"not a chunk object name or part key: {chunk_name!r}, {key!r}")
+    return f"{head}/parts/{file.removesuffix('.jsonl')}/{key}.json"
 
 
 def manifest_object_name(tenant_id: str, collection_id: str) -> str:

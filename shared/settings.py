@@ -77,7 +77,10 @@ class Settings:
     retention_days: int = 180
     min_split_seconds: int = 60
     poll_interval_seconds: float = 30.0
-    poll_backoff: float = 1.5
+    """First status check of a Graph query before the collection has learned how long its queries run."""
+    poll_min_interval_seconds: float = 10.0
+    poll_fraction: float = 0.1
+    """Next status check after this fraction of the time the query has run (so it is noticed at most that late)."""
     poll_max_interval_seconds: float = 300.0
     max_polls: int = 240
     chunks_per_execution: int = 50
@@ -146,7 +149,10 @@ class Settings:
             poll_interval_seconds=reader.number(
                 "COLLECTOR_POLL_INTERVAL_SECONDS", d.poll_interval_seconds, float, 0, 3600
             ),
-            poll_backoff=reader.number("COLLECTOR_POLL_BACKOFF", d.poll_backoff, float, 1, 10),
+            poll_min_interval_seconds=reader.number(
+                "COLLECTOR_POLL_MIN_INTERVAL_SECONDS", d.poll_min_interval_seconds, float, 0, 3600
+            ),
+            poll_fraction=reader.number("COLLECTOR_POLL_FRACTION", d.poll_fraction, float, 0.01, 1),
             poll_max_interval_seconds=reader.number(
                 "COLLECTOR_POLL_MAX_INTERVAL_SECONDS", d.poll_max_interval_seconds, float, 0, 86_400
             ),

@@ -2,21 +2,29 @@
 
 The orchestrator generator only translates the ``Step`` decisions returned here into SDK calls (``CallActivity`` ->
 ``call_activity``, ``Wait`` -> ``create_timer``) and feeds completions back. Because this module is pure and
-deterministic (no clocks, no I/O, no randomness), replaying the same completions rebuilds the same state, which is
-what keeps progress across replays (the seed's question) without globals or "is replaying" tricks.
+deterministic (no clocks, no I/O, no randomness: "now" is the orchestration's ``current_utc_datetime``, handed in),
+replaying the same completions rebuilds the same state, which is what keeps progress across replays (the seed's
+question) without globals or "is replaying" tricks.
+
+Executions are switched without draining: once an execution has started its budget of chunks, no new chunk starts,
+each lane whose next step is a timer or an activity not yet issued is *parked* (its timer cancelled by the
+orchestrator), the activities already in flight are awaited, and ``carry()`` hands the parked lanes to the next
+execution, which re-creates their timers at the same due time or issues their calls at once (``resume()``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from shared import names
-from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary, JsonDict
+from shared import chunk_rules, names
+from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.planning import ChunkPlan
 from shared.window_state import (
     COLLECT,
     DELETE,
-    EXPORT,
+    PARKED_CALL,
+    PARKED_TIMER,
     POLL,
     QUERY_DISPOSITIONS,
     SUBMIT,
@@ -27,7 +35,10 @@ from shared.window_state import (
     RunOptions,
     Step,
     Wait,
+    later,
 )
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +98,17 @@ class CollectionSpec:
 
 
 class CollectionWindow:
-    """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and continue-as-new points."""
+    """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and execution switches."""
 
-    def __init__(self, spec: CollectionSpec, carried: Carried | None = None) -> None:
+    def __init__(self, spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH) -> None:
         self.spec = spec
+        self.planned = spec.planned
         self.state = carried or Carried()
         self.lanes: dict[int, Lane] = {}
         self.started_this_execution = 0
+        self.now = now
+        """The orchestration's ``current_utc_datetime``; the orchestrator sets it before each transition."""
+        self._carried_lanes, self.state.lanes = self.state.lanes, []
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -103,28 +118,46 @@ class CollectionWindow:
     @property
     def total(self) -> int:
         """Chunks the collection will have processed: planned ones plus one per split (one window became two)."""
-        return self.spec.planned + self.state.splits
+        return self.planned + self.state.splits
 
     def has_pending(self) -> bool:
-        return bool(self.state.requeued) or self.state.cursor < self.spec.planned
+        return bool(self.state.requeued) or self.state.cursor < self.planned
+
+    @property
+    def budget_spent(self) -> bool:
+        return self.started_this_execution >= self.options.chunks_per_execution
 
     def may_start(self) -> bool:
-        return (
-            self.state.doomed is None
-            and self.has_pending()
-            and self.started_this_execution < self.options.chunks_per_execution
-        )
+        return self.state.doomed is None and self.has_pending() and not self.budget_spent
 
     @property
     def finished(self) -> bool:
-        return not self.lanes and (self.state.doomed is not None or not self.has_pending())
+        return not self.lanes and not self._carried_lanes and (self.state.doomed is not None or not self.has_pending())
+
+    @property
+    def switching(self) -> bool:
+        """This execution has started its chunks and more wait: lanes park, and the execution ends once none is busy."""
+        return self.state.doomed is None and self.budget_spent and self.has_pending()
 
     @property
     def should_continue_as_new(self) -> bool:
-        """Drained (nothing in flight) with work left but this execution's chunk budget spent."""
-        return not self.lanes and not self.finished and not self.may_start()
+        """Switching, and every lane is parked (no activity of this execution is still in flight)."""
+        return self.switching and all(lane.parked for lane in self.lanes.values())
 
     # --- transitions -----------------------------------------------------------------------------------------
+    def resume(self) -> list[Step]:
+        """The first steps of the lanes carried from the previous execution: their timers again, or their calls."""
+        steps: list[Step] = []
+        for lane in self._carried_lanes:
+            self.lanes[lane.id] = lane
+            parked, lane.parked = lane.parked, None
+            if parked == PARKED_TIMER and lane.due is not None and lane.due > self.now:
+                steps += self._wait(lane, lane.due)
+            else:
+                steps += self._next_call(lane)
+        self._carried_lanes = []
+        return steps
+
     def fill(self) -> list[Step]:
         """Start lanes until K are in flight (or nothing may start); returns their first steps."""
         steps: list[Step] = []
@@ -134,20 +167,33 @@ class CollectionWindow:
             else:
                 chunk = self.spec.planned_chunk(self.state.cursor)
                 self.state.cursor += 1
-            lane = Lane(self.state.next_lane, chunk, SUBMIT if self.spec.source == "graph" else COLLECT)
-            self.state.next_lane += 1
-            self.started_this_execution += 1
-            self.lanes[lane.id] = lane
-            steps.append(self._call(lane))
+            steps += self._start_lane(chunk)
         return steps
+
+    def _start_lane(self, chunk: Chunk) -> list[Step]:
+        """The one place a chunk's lane begins (it holds its slot until ``_end``)."""
+        lane = Lane(self.state.next_lane, chunk, SUBMIT if self.spec.source == "graph" else COLLECT)
+        self.state.next_lane += 1
+        self.started_this_execution += 1
+        self.lanes[lane.id] = lane
+        return [self._call(lane)]
+
+    def park(self, lane_id: int, *, fired: bool = False) -> None:
+        """The orchestrator cancelled this lane's timer to switch executions: it waits for ``due`` in the next one.
+
+        ``fired``: the timer fired before it could be cancelled, so the lane's call is due at once.
+        """
+        lane = self.lanes[lane_id]
+        lane.parked = PARKED_TIMER if lane.due is not None and not fired else PARKED_CALL
 
     def on_timer(self, lane_id: int) -> list[Step]:
         """A lane's poll or back-off timer fired: issue its current step again."""
-        return [self._call(self.lanes[lane_id])]
+        return self._next_call(self.lanes[lane_id])
 
     def on_result(self, lane_id: int, result: ActivityResult) -> list[Step]:
-        """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done."""
+        """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
         lane = self.lanes[lane_id]
+        lane.due = None
         if lane.phase == DELETE:  # best effort: the chunk's outcome was decided before the delete
             self._count_query(str(result.data.get("disposition")) if result.ok else "deleteFailed")
             return self._end(lane)
@@ -159,52 +205,50 @@ class CollectionWindow:
         if lane.phase == SUBMIT:
             lane.query_id = str(result.data["queryId"])
             lane.phase = POLL
-            return [Wait(lane.id, self.options.poll_delay(0))]
+            lane.submitted_at = self.now
+            return self._wait(lane, later(self.now, self.options.first_poll(self.state.expected_duration)))
         if lane.phase == POLL:
             return self._polled(lane, result.data)
-        summary = ChunkSummary.from_json(result.data)
-        return self._conclude(lane, ("done", summary))
+        if "summary" in result.data:  # the Exchange lane's last call committed its chunk
+            return self._conclude(lane, ("done", result.data["summary"]))
+        lane.cursor = dict(result.data["cursor"])  # where its next call goes on
+        return self._next_call(lane)
 
     def _polled(self, lane: Lane, data: JsonDict) -> list[Step]:
-        state = str(data.get("state"))
-        if state == "pending":
-            lane.polls += 1
+        """The Graph collect activity checked the query (and exported it when it was finished)."""
+        lane.polls += 1
+        outcome = str(data.get("outcome"))
+        if outcome == chunk_rules.PENDING:
             if lane.polls >= self.options.max_polls:
                 error = ActivityError("poll_timeout", f"query still running after {lane.polls} status checks")
                 return self._conclude(lane, ("failed", self._failure(lane, error)))
-            return [Wait(lane.id, self.options.poll_delay(lane.polls))]
-        if state != "succeeded":
-            error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', state)}")
+            running = (self.now - (lane.submitted_at or self.now)).total_seconds()
+            return self._wait(lane, later(self.now, self.options.next_poll(running)))
+        if outcome == chunk_rules.FAILED:
+            error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', 'failed')}")
             return self._conclude(lane, ("failed", self._failure(lane, error)))
-        if data.get("limitExceeded") and not lane.allow_incomplete:
-            return self._needs_split(lane)
-        if self._over_budget(data.get("approximateCount")) and lane.chunk.seconds / 2 >= self.options.min_split_seconds:
-            # Complete but too big for one export activity: halves export faster (a minimum window exports as is).
-            return self._conclude(lane, ("split", None))
-        lane.phase = EXPORT
-        return [self._call(lane)]
-
-    def _over_budget(self, approximate: object) -> bool:
-        limit = self.options.max_records_per_chunk
-        return limit > 0 and isinstance(approximate, int | float) and approximate > limit
+        if lane.submitted_at is not None and lane.checked_at is not None:
+            self.state.learn_duration((lane.checked_at - lane.submitted_at).total_seconds())
+        return self._conclude(lane, ("done", data["summary"]))
 
     def _needs_split(self, lane: Lane) -> list[Step]:
-        if lane.allow_incomplete:  # the activity was told to accept a partial window; a loop here would never end
+        if not self.splittable(lane.chunk):
+            # The activity was told the window cannot be split (it exports what it can, reported incomplete):
+            # asking for a split anyway would loop forever.
             error = ActivityError("needs_split", "the source still reports the window over its cap")
             return self._conclude(lane, ("failed", self._failure(lane, error)))
-        if lane.chunk.seconds / 2 >= self.options.min_split_seconds:
-            return self._conclude(lane, ("split", None))
-        # A minimum window still over the cap: collect as much as the source gives and report it incomplete.
-        lane.allow_incomplete = True
-        lane.phase = EXPORT if lane.query_id else lane.phase
-        return [self._call(lane)]
+        return self._conclude(lane, ("split", None))
+
+    def splittable(self, chunk: Chunk) -> bool:
+        return chunk_rules.can_split(chunk.seconds, self.options.min_split_seconds)
 
     def _error(self, lane: Lane, error: ActivityError) -> list[Step]:
         lane.step_failures += 1
         if error.dooms_collection:
             self.state.doomed = self.state.doomed or error
         elif error.retryable and lane.step_failures < self.options.max_attempts:
-            return [Wait(lane.id, self.options.retry_delay(lane.step_failures, error.retry_after))]
+            delay = self.options.retry_delay(lane.step_failures, error.retry_after)
+            return self._wait(lane, later(self.now, delay))
         return self._conclude(lane, ("failed", self._failure(lane, error)))
 
     def _failure(self, lane: Lane, error: ActivityError) -> Failure:
@@ -215,7 +259,8 @@ class CollectionWindow:
         if lane.query_id is not None:
             if self.options.delete_queries:  # ask the service to delete it before the lane gives up its slot
                 lane.phase = DELETE
-                return [self._call(lane)]
+                lane.step_failures = 0
+                return self._next_call(lane)
             self._count_query("leftOnService")
         return self._end(lane)
 
@@ -224,14 +269,15 @@ class CollectionWindow:
         self.state.queries[disposition if disposition in QUERY_DISPOSITIONS else "deleteFailed"] += 1
 
     def _end(self, lane: Lane) -> list[Step]:
+        """The one place a lane ends: its chunk is done, failed or split, and its slot is free."""
         del self.lanes[lane.id]
         assert lane.ending is not None
         kind, value = lane.ending
-        if kind == "done":
-            assert isinstance(value, ChunkSummary)
+        if kind == "done":  # the activity's ChunkSummary JSON: only its counts matter here
+            assert isinstance(value, dict)
             self.state.completed += 1
-            self.state.records += value.records
-            self.state.incomplete += int(value.incomplete)
+            self.state.records += int(value["records"])
+            self.state.incomplete += int(bool(value.get("incomplete", False)))
         elif kind == "failed":
             assert isinstance(value, Failure)
             self.state.failed += 1
@@ -241,25 +287,44 @@ class CollectionWindow:
             self.state.requeued[:0] = list(lane.chunk.halves())
         return []
 
+    # --- issuing steps (or parking them while the window switches executions) ---------------------------------
+    def _next_call(self, lane: Lane) -> list[Step]:
+        if self.switching:
+            lane.parked = PARKED_CALL
+            return []
+        return [self._call(lane)]
+
+    def _wait(self, lane: Lane, until: datetime) -> list[Step]:
+        lane.due = until
+        if self.switching:
+            lane.parked = PARKED_TIMER
+            return []
+        return [Wait(lane.id, until)]
+
     def _call(self, lane: Lane) -> CallActivity:
         if lane.attempts == 0 or lane.step_failures > 0:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
-            # Polls and the submit → export hand-over belong to the same attempt.
+            # Polls and the submit → collect hand-over belong to the same attempt.
             lane.attempts += 1
+        lane.checked_at = self.now
+        lane.calls += 1
         payload: JsonDict = {
             "collectionId": self.spec.collection_id,
             "tenantId": self.spec.tenant_id,
-            "chunk": lane.chunk.to_json(),
+            "chunk": lane.chunk_json(),
             "filters": self.spec.filters,
             "queryId": lane.query_id,
-            "allowIncomplete": lane.allow_incomplete,
+            "allowIncomplete": lane.allow_incomplete or not self.splittable(lane.chunk),
+            "maxRecords": self.options.max_records_per_chunk,
             "attempt": lane.attempts,
             "highCompleteness": self.options.high_completeness,
         }
+        if lane.phase == COLLECT:
+            payload["cursor"] = lane.cursor
+            payload["call"] = lane.calls - 1  # every call writes its own part, retries included
         name = {
             SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
-            POLL: names.ACTIVITY_GRAPH_STATUS,
-            EXPORT: names.ACTIVITY_GRAPH_EXPORT,
+            POLL: names.ACTIVITY_GRAPH_COLLECT,
             DELETE: names.ACTIVITY_GRAPH_DELETE,
             COLLECT: names.ACTIVITY_EXCHANGE_COLLECT,
         }[lane.phase]
@@ -267,10 +332,12 @@ class CollectionWindow:
 
     # --- continue-as-new, status, output ---------------------------------------------------------------------
     def carry(self) -> Carried:
-        """The state for the next execution (call only at a drained point)."""
-        if self.lanes:
-            raise RuntimeError("continue-as-new with lanes in flight would lose them")
+        """The state for the next execution: counters, what polling learned, and every lane, parked."""
+        busy = [lane.id for lane in self.lanes.values() if not lane.parked]
+        if busy:
+            raise RuntimeError(f"continue-as-new with lanes {busy} busy would lose their results")
         carried = Carried.from_json(self.state.to_json())
+        carried.lanes = [Lane.from_json(lane.to_json()) for lane in self.lanes.values()]
         carried.execution += 1
         return carried
 
@@ -287,9 +354,10 @@ class CollectionWindow:
             "splits": self.state.splits,
             "incomplete": self.state.incomplete,
             "percent": round(100.0 * done / total, 1) if total else 100.0,
-            "windowsInFlight": [lane.chunk.label() for lane in self.lanes.values()],
+            "windowsInFlight": [lane.label() for lane in self.lanes.values()],
             "execution": self.state.execution,
             "stopping": self.state.doomed.message if self.state.doomed else None,
+            "switching": self.switching,
             "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
         }
 
@@ -301,7 +369,7 @@ class CollectionWindow:
         else:
             status = "Completed"
         summary = self.status()
-        del summary["inFlight"], summary["windowsInFlight"], summary["stopping"]
+        del summary["inFlight"], summary["windowsInFlight"], summary["stopping"], summary["switching"]
         return {
             **summary,
             "status": status,

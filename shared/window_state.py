@@ -1,16 +1,23 @@
 """Data of the sliding-window state machine: options, carried state, lanes and the steps it asks for.
 
 Kept apart from the machine itself (``shared.window``) so both stay small. Everything round-trips through JSON
-because the orchestration input (and the ``continue_as_new`` payload) is JSON.
+because the orchestration input (and the ``continue_as_new`` payload) is JSON: lanes in flight are carried into the
+next execution with their whole state (``Lane.to_json``), including fields this version does not know (``extra``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
-from shared.models import ActivityError, Chunk, ChunkSummary, JsonDict
+from shared.models import ActivityError, Chunk, ChunkSummary, JsonDict, iso, parse_iso
 from shared.settings import Settings
+
+POLL_LEAD = 0.9
+"""The first status check of a query comes at this fraction of the expected running time ("a little before it")."""
+LEARNED_DURATIONS = 8
+"""How many recent query running times the expectation is learned from (carried across continue-as-new)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +26,10 @@ class RunOptions:
 
     max_concurrency: int = 3
     poll_interval_seconds: float = 30.0
-    poll_backoff: float = 1.5
+    """The first status check of a query before any query of the collection finished (nothing learned yet)."""
+    poll_min_interval_seconds: float = 10.0
+    poll_fraction: float = 0.1
+    """After the first check, the next comes ``fraction x the time the query has run`` later, within [min, max]."""
     poll_max_interval_seconds: float = 300.0
     max_polls: int = 240
     max_attempts: int = 4
@@ -38,7 +48,8 @@ class RunOptions:
         return cls(
             max_concurrency=max_concurrency,
             poll_interval_seconds=settings.poll_interval_seconds,
-            poll_backoff=settings.poll_backoff,
+            poll_min_interval_seconds=settings.poll_min_interval_seconds,
+            poll_fraction=settings.poll_fraction,
             poll_max_interval_seconds=settings.poll_max_interval_seconds,
             max_polls=settings.max_polls,
             max_attempts=settings.max_attempts,
@@ -51,10 +62,23 @@ class RunOptions:
             high_completeness=high_completeness,
         )
 
-    def poll_delay(self, polls_done: int) -> float:
-        """Seconds before status check number ``polls_done + 1`` (geometric back-off, capped)."""
-        delay = self.poll_interval_seconds * float(self.poll_backoff ** max(0, polls_done - 1))
-        return min(delay, max(self.poll_max_interval_seconds, self.poll_interval_seconds))
+    def first_poll(self, expected: float | None) -> float:
+        """Seconds from a query's submission to its first status check.
+
+        ``expected`` is what this collection learned about its queries (the shortest recent running time): the first
+        check comes a little before it, so a query like the others is found finished at the first or second check.
+        """
+        first = self.poll_interval_seconds if expected is None else POLL_LEAD * expected
+        return max(first, self.poll_min_interval_seconds)
+
+    def next_poll(self, running: float) -> float:
+        """Seconds until the next status check of a query that has run ``running`` seconds and is not finished.
+
+        A query that finishes between two checks is noticed at most ``poll_fraction x`` its running time late (when
+        the interval is within [min, max]): the checks adapt to how long the query has run.
+        """
+        high = max(self.poll_max_interval_seconds, self.poll_min_interval_seconds)
+        return min(max(self.poll_fraction * running, self.poll_min_interval_seconds), high)
 
     def retry_delay(self, failed_attempts: int, retry_after: float | None) -> float:
         """Seconds before the next attempt: exponential from the base, capped, never below Retry-After."""
@@ -66,6 +90,7 @@ class RunOptions:
 
     @classmethod
     def from_json(cls, data: JsonDict) -> RunOptions:
+        """Unknown keys (an option of an older or newer version) are ignored; missing ones take their default."""
         known = {name: data[name] for name in cls.__slots__ if name in data}
         return cls(**known)
 
@@ -94,9 +119,134 @@ def no_queries() -> dict[str, int]:
     return dict.fromkeys(QUERY_DISPOSITIONS, 0)
 
 
+# Lane phases. Graph: SUBMIT -> POLL (a timer, then one activity that checks the query and exports it once it is
+# done) [-> DELETE when deletion is on]. Exchange: COLLECT (one activity per InvokeCommand call).
+SUBMIT, POLL, EXPORT, DELETE, COLLECT = "submit", "poll", "export", "delete", "collect"
+
+# What a parked lane does first in the next execution: issue its step at once, or wait for its timer's due time.
+PARKED_CALL, PARKED_TIMER = "call", "timer"
+
+_LANE_KEYS = frozenset(
+    {
+        "id",
+        "chunk",
+        "phase",
+        "stepFailures",
+        "attempts",
+        "queryId",
+        "polls",
+        "allowIncomplete",
+        "submittedAt",
+        "due",
+        "parked",
+        "cursor",
+        "calls",
+        "ending",
+    }
+)
+
+
+@dataclass(slots=True)
+class Lane:
+    """One chunk in flight; it keeps its slot from its first step to its last, across continue-as-new.
+
+    ``start`` and ``end`` of a lane are single places in ``CollectionWindow`` (``_start_lane`` and ``_end``).
+    """
+
+    id: int
+    chunk: Chunk
+    phase: str
+    step_failures: int = 0
+    attempts: int = 0
+    query_id: str | None = None
+    polls: int = 0
+    allow_incomplete: bool = False
+    submitted_at: datetime | None = None
+    """When the lane learned its Graph query was submitted: its running time is measured from here."""
+    due: datetime | None = None
+    """When the lane's current timer fires (a poll or a retry back-off)."""
+    parked: str | None = None
+    """Set while the window switches executions: ``PARKED_CALL`` or ``PARKED_TIMER`` (with ``due``)."""
+    cursor: JsonDict | None = None
+    """Where an Exchange lane is in its search sessions (``activities.exchange_calls.ExchangeCursor``)."""
+    calls: int = 0
+    """Activity calls issued for this chunk so far (an Exchange call writes part number ``calls - 1``)."""
+    ending: tuple[str, Any] | None = None
+    """How the chunk ended, kept while its query is deleted: ("done", ChunkSummary JSON) | ("failed", Failure) |
+    ("split", None)."""
+    checked_at: datetime | None = None
+    """When the lane's current Graph collect call was issued (not carried: no call is in flight across executions)."""
+    extra: JsonDict = field(default_factory=dict)
+    """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
+    _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
+
+    def chunk_json(self) -> JsonDict:
+        """The chunk as activity payloads carry it (computed once: the orchestrator replays this on every episode)."""
+        if self._texts is None:
+            self._texts = (self.chunk.to_json(), self.chunk.label())
+        return self._texts[0]
+
+    def label(self) -> str:
+        self.chunk_json()
+        assert self._texts is not None
+        return self._texts[1]
+
+    def to_json(self) -> JsonDict:
+        ending: JsonDict | None = None
+        if self.ending is not None:
+            kind, value = self.ending
+            encoded = value.to_json() if isinstance(value, Failure) else value
+            ending = {"kind": kind, "value": encoded}
+        return {
+            **self.extra,
+            "id": self.id,
+            "chunk": self.chunk.to_json(),
+            "phase": self.phase,
+            "stepFailures": self.step_failures,
+            "attempts": self.attempts,
+            "queryId": self.query_id,
+            "polls": self.polls,
+            "allowIncomplete": self.allow_incomplete,
+            "submittedAt": iso(self.submitted_at) if self.submitted_at else None,
+            "due": iso(self.due) if self.due else None,
+            "parked": self.parked,
+            "cursor": self.cursor,
+            "calls": self.calls,
+            "ending": ending,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> Lane:
+        ending: tuple[str, Any] | None = None
+        raw = data.get("ending")
+        if raw:
+            kind, value = str(raw["kind"]), raw.get("value")
+            decoded: Any = value
+            if kind == "failed" and value is not None:
+                decoded = Failure.from_json(value)
+            ending = (kind, decoded)
+        return cls(
+            id=int(data["id"]),
+            chunk=Chunk.from_json(data["chunk"]),
+            phase=str(data["phase"]),
+            step_failures=int(data.get("stepFailures", 0)),
+            attempts=int(data.get("attempts", 0)),
+            query_id=data.get("queryId"),
+            polls=int(data.get("polls", 0)),
+            allow_incomplete=bool(data.get("allowIncomplete", False)),
+            submitted_at=parse_iso(data["submittedAt"]) if data.get("submittedAt") else None,
+            due=parse_iso(data["due"]) if data.get("due") else None,
+            parked=data.get("parked"),
+            cursor=dict(data["cursor"]) if data.get("cursor") else None,
+            calls=int(data.get("calls", 0)),
+            ending=ending,
+            extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
+        )
+
+
 @dataclass(slots=True)
 class Carried:
-    """What survives ``continue_as_new``: a cursor, counters and failures (never per-chunk results)."""
+    """What survives ``continue_as_new``: a cursor, counters, failures, parked lanes and what polling learned."""
 
     cursor: int = 0
     requeued: list[Chunk] = field(default_factory=list)
@@ -111,6 +261,10 @@ class Carried:
     next_lane: int = 0
     queries: dict[str, int] = field(default_factory=no_queries)
     """Graph queries by disposition (``QUERY_DISPOSITIONS``)."""
+    lanes: list[Lane] = field(default_factory=list)
+    """Lanes in flight when the previous execution ended, each parked with what it does next."""
+    durations: list[float] = field(default_factory=list)
+    """Running times (seconds) of this collection's most recent finished Graph queries, newest last."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -126,6 +280,8 @@ class Carried:
             "execution": self.execution,
             "nextLane": self.next_lane,
             "queries": dict(self.queries),
+            "lanes": [lane.to_json() for lane in self.lanes],
+            "durations": list(self.durations),
         }
 
     @classmethod
@@ -146,27 +302,17 @@ class Carried:
             execution=int(data.get("execution", 1)),
             next_lane=int(data.get("nextLane", 0)),
             queries={**no_queries(), **{k: int(v) for k, v in (data.get("queries") or {}).items()}},
+            lanes=[Lane.from_json(lane) for lane in data.get("lanes") or []],
+            durations=[float(d) for d in data.get("durations") or []],
         )
 
+    def learn_duration(self, seconds: float) -> None:
+        self.durations = [*self.durations, max(0.0, seconds)][-LEARNED_DURATIONS:]
 
-# Lane phases. Graph: SUBMIT -> POLL (timers + status) -> EXPORT [-> DELETE when deletion is on]. Exchange: COLLECT.
-SUBMIT, POLL, EXPORT, DELETE, COLLECT = "submit", "poll", "export", "delete", "collect"
-
-
-@dataclass(slots=True)
-class Lane:
-    """One chunk in flight; it keeps its slot from submit to export (to delete, when queries are deleted)."""
-
-    id: int
-    chunk: Chunk
-    phase: str
-    step_failures: int = 0
-    attempts: int = 0
-    query_id: str | None = None
-    polls: int = 0
-    allow_incomplete: bool = False
-    ending: tuple[str, Any] | None = None
-    """Set before the Graph DELETE step: ("done", ChunkSummary) | ("failed", Failure) | ("split", None)."""
+    @property
+    def expected_duration(self) -> float | None:
+        """The shortest recent running time: a first check a little before it is rarely late for any query."""
+        return min(self.durations) if self.durations else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,16 +324,28 @@ class CallActivity:
 
 @dataclass(frozen=True, slots=True)
 class Wait:
+    """A durable timer for ``lane`` that fires at ``until``."""
+
     lane: int
-    seconds: float
+    until: datetime
+
+    def after(self, now: datetime) -> float:
+        return max(0.0, (self.until - now).total_seconds())
 
 
 Step = CallActivity | Wait
+
+
+def later(now: datetime, seconds: float) -> datetime:
+    return now + timedelta(seconds=max(0.0, seconds))
+
 
 __all__ = [
     "COLLECT",
     "DELETE",
     "EXPORT",
+    "PARKED_CALL",
+    "PARKED_TIMER",
     "POLL",
     "QUERY_DISPOSITIONS",
     "SUBMIT",
@@ -199,5 +357,6 @@ __all__ = [
     "RunOptions",
     "Step",
     "Wait",
+    "later",
     "no_queries",
 ]

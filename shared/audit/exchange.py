@@ -217,6 +217,65 @@ class ExchangeAuditClient:
         validate_exchange_filters(filters)
         return list(dict.fromkeys(filters.record_types)) or [None]
 
+    def record_types(self, filters: AuditFilters) -> list[str | None]:
+        """The sessions a window needs, one per record type (``[None]``: one session for every type)."""
+        return self._types(filters)
+
+    def read_block(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters,
+        cursor: SessionCursor,
+        *,
+        record_type: str | None,
+        high_completeness: bool = False,
+        allow_over_cap: bool = False,
+    ) -> Iterator[RecordPage]:
+        """One cmdlet call of the session ``cursor`` names: its next block of up to ResultSize rows, page by page.
+
+        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` advances as rows arrive, so the
+        caller can carry it to the next call (another activity, maybe another process). The first call of a session
+        learns its ``ResultCount``: over the session cap it raises :class:`NeedsSplitError`, unless
+        ``allow_over_cap``, which pages the session up to the cap (the caller reports the window incomplete).
+        Rows that do not continue the session (a gap, a repeat, a changed count, an early end) raise
+        :class:`SessionBrokenError`, and a first page whose outcome is unknown :class:`AmbiguousResponseError`: the
+        caller starts a new session (rows it repeats are removed by id).
+        """
+        params = build_parameters(
+            window,
+            filters,
+            record_type=record_type,
+            session_id=cursor.session_id,
+            result_size=self._result_size,
+            high_completeness=high_completeness,
+        )
+        in_call = 0
+        for rows in self._call(params, advances_session=True):
+            if in_call == 0 and is_empty_result(rows):
+                if cursor.result_count is None:
+                    cursor.result_count = 0  # nothing in the window (or it emptied)
+                    return
+                raise SessionBrokenError(
+                    f"session {cursor.session_id} ended at index {cursor.next_index - 1} of {cursor.result_count}"
+                )
+            in_call += len(rows)
+            if in_call > self._result_size:
+                raise SessionBrokenError(f"a call of session {cursor.session_id} gave more than ResultSize rows")
+            if cursor.result_count is None and isinstance(rows[0], dict):
+                count = int_field(rows[0], "ResultCount")
+                if count is not None and count > self.session_cap:
+                    if not allow_over_cap:
+                        self._check_cap(count, window, record_type)
+                    cursor.limit = self.session_cap  # page as far as the cap allows; the caller reports the rest
+            kept = cursor.within_limit(rows)
+            cursor.accept(kept)
+            page = page_of(kept, normalise_exchange_row)
+            if page.malformed:
+                logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
+            yield page
+            if cursor.done:
+                return
+
     def _probe(self, window: TimeWindow, filters: AuditFilters, record_type: str | None, high: bool) -> int:
         session_id = str(uuid.uuid4())
         params = build_parameters(

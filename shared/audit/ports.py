@@ -18,7 +18,10 @@ import enum
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+
+if TYPE_CHECKING:
+    from shared.audit.exchange_paging import SessionCursor
 
 AuditRecord: TypeAlias = dict[str, Any]
 
@@ -115,6 +118,28 @@ class AuditQueryApi(Protocol):
 
 
 class AuditSearchApi(Protocol):
+    def record_types(self, filters: AuditFilters) -> list[str | None]:
+        """One session per record type the filters name (``[None]`` for all types in one session)."""
+        ...
+
+    def read_block(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters,
+        cursor: SessionCursor,
+        *,
+        record_type: str | None,
+        high_completeness: bool = False,
+        allow_over_cap: bool = False,
+    ) -> Iterator[RecordPage]:
+        """One call of a paged session: its next block of records, page by page; ``cursor`` advances in place.
+
+        Raises ``NeedsSplitError`` (over the session cap, unless ``allow_over_cap``) and ``SessionBrokenError`` or
+        ``AmbiguousResponseError`` when the session cannot go on (start a new one; repeated records are removed by
+        id downstream).
+        """
+        ...
+
     def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
         """Probe how many records the window holds (``ResultCount``)."""
         ...

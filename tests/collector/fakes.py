@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from shared.audit.exchange_paging import SessionBrokenError, SessionCursor
 from shared.audit.ports import (
     AuditFilters,
     AuditRecord,
@@ -100,12 +101,21 @@ class FakeQueryApi:
 
 @dataclass
 class FakeSearchApi:
-    """Exchange-like: one session per window; over ``cap`` records raises NeedsSplitError before any page."""
+    """Exchange-like: one session per window, read ``block_size`` records per call in pages of ``page_size``.
+
+    Over ``cap`` records the first call raises NeedsSplitError (or, allowed, pages up to the cap).
+    """
 
     records: list[AuditRecord]
     cap: int = 50
     page_size: int = 5
     malformed_every: int = 0
+    block_size: int = 20
+    calls: int = 0
+    errors: list[CollectorError] = field(default_factory=list)
+    """Raised by the next calls (popped front first), before any row."""
+    served: dict[str, int] = field(default_factory=dict)
+    """Per session id, the row index the service hands out next: a call advances it whatever becomes of its rows."""
 
     def _in(self, window: TimeWindow) -> list[AuditRecord]:
         from shared.records import parse_record_time
@@ -124,6 +134,44 @@ class FakeSearchApi:
         return [r for r in self.records if keep(r)]
 
     high_completeness_calls: int = 0
+
+    def record_types(self, filters: AuditFilters) -> list[str | None]:
+        return list(dict.fromkeys(filters.record_types)) or [None]
+
+    def read_block(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters,
+        cursor: SessionCursor,
+        *,
+        record_type: str | None,
+        high_completeness: bool = False,
+        allow_over_cap: bool = False,
+    ) -> Iterator[RecordPage]:
+        self.calls += 1
+        self.high_completeness_calls += int(high_completeness)
+        if self.errors:
+            raise self.errors.pop(0)
+        found = self._in_or_unparseable(window)
+        if cursor.result_count is None:
+            if len(found) > self.cap:
+                if not allow_over_cap:
+                    raise NeedsSplitError("over cap", limit=self.cap, reported_count=len(found))
+                cursor.limit = self.cap
+            cursor.result_count = len(found)
+        last = min(cursor.result_count, cursor.limit or cursor.result_count)
+        start = self.served.get(cursor.session_id, 1) - 1
+        block = found[start : min(start + self.block_size, last)]
+        self.served[cursor.session_id] = start + len(block) + 1
+        if start != cursor.next_index - 1:  # the session moved on without this caller: a gap (or a repeat)
+            raise SessionBrokenError(f"expected index {cursor.next_index}, the session is at {start + 1}")
+        for i in range(0, len(block), self.page_size):
+            page = RecordPage(records=block[i : i + self.page_size])
+            if self.malformed_every and (start + i) % self.malformed_every == 0:
+                raw = f'{{"ResultIndex": {start + i}, "AuditData": "{{not json'
+                page.malformed.append(MalformedRecord(raw, "auditData does not parse"))
+            cursor.next_index += len(page.records)
+            yield page
 
     def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
         return len(self._in(window))

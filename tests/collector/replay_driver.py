@@ -16,7 +16,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durable_local.history import event_type, execution_started, task_completed, task_failed
-from durable_local.model import EventType, FunctionRegistry, ScheduledMessage, SchedulingMode, TaskMessage
+from durable_local.model import (
+    EventType,
+    FunctionRegistry,
+    RuntimeStatus,
+    ScheduledMessage,
+    SchedulingMode,
+    TaskMessage,
+)
 from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
@@ -68,6 +75,12 @@ class ReplayDriver:
         self.activities_in_flight: list[int] = []
         """Activities scheduled and not finished, sampled at each activity completion the backend delivers."""
         self.custom_statuses: list[dict[str, Any]] = []
+        self.lose_result_every = 0
+        """Every Nth activity run loses its result and runs again later (crash point C8)."""
+        self.twice_every = 0
+        """Every Nth activity run runs twice and both completions arrive (crash points C2/C9)."""
+        self.activity_runs = 0
+        self.reruns = 0
 
     def start(self, payload: dict[str, Any]) -> None:
         event = execution_started(
@@ -105,16 +118,29 @@ class ReplayDriver:
         if message.execution_id is not None and self.result and message.execution_id != self.result.execution_id:
             pass  # a stale execution's work still runs (at-least-once); its completion is discarded by replay
         self.activities_in_flight.append(len(self.work) + 1)
+        self.activity_runs += 1
+        event = self._execute(message)
+        if self.lose_result_every and self.activity_runs % self.lose_result_every == 0:
+            # C8: the worker died after the work, before its response: the message comes back and runs again
+            self.work.append(message)
+            self.reruns += 1
+            return
+        self.inbox.append(TaskMessage(message.instance_id, message.execution_id, event))
+        if self.twice_every and self.activity_runs % self.twice_every == 0:
+            # C9 (or C2): the work item runs again and a second completion arrives; replay ignores it
+            self.inbox.append(TaskMessage(message.instance_id, message.execution_id, self._execute(message)))
+            self.reruns += 1
+
+    def _execute(self, message: TaskMessage) -> dict[str, Any]:
         scheduled = message.event
         fn = self.registry.activity(scheduled["Name"])
         assert fn is not None
         try:
-            event = task_completed(
+            return task_completed(
                 timestamp=self.now, task_scheduled_id=scheduled["EventId"], result=fn(scheduled["Input"])
             )
         except Exception as exc:  # an activity bug surfaces as TaskFailed, as on Azure
-            event = task_failed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], reason=str(exc), details="")
-        self.inbox.append(TaskMessage(message.instance_id, message.execution_id, event))
+            return task_failed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], reason=str(exc), details="")
 
     def run(self, max_steps: int = 100_000) -> EpisodeResult:
         for _ in range(max_steps):
@@ -131,12 +157,19 @@ class ReplayDriver:
                 self._run_activity()
                 self.now += timedelta(milliseconds=10)
                 continue
-            if self.timers:
+            # Timers of an execution that ended (cancelled ones included) would only be discarded on delivery.
+            current = self.result.execution_id if self.result else None
+            self.timers = [t for t in self.timers if t.message.execution_id == current]
+            if self.timers and not self.done:
                 self.now = min(t.visible_at or self.now for t in self.timers)
                 continue
             break
         assert self.result is not None
         return self.result
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None and self.result.status not in (RuntimeStatus.RUNNING, RuntimeStatus.PENDING)
 
     @staticmethod
     def completions(history: list[dict[str, Any]]) -> int:

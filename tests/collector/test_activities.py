@@ -12,6 +12,7 @@ import pytest
 from activities import bodies
 from shared.errors import AuthenticationError, TransientApiError
 from shared.models import ActivityResult, Chunk, ChunkSummary
+from shared.sinks.base import ChunkSink
 from shared.sinks.local import LocalFolderSink
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import T0, FakeQueryApi, FakeSearchApi, synthetic
@@ -29,15 +30,39 @@ def lines(data: bytes | None) -> list[dict[str, object]]:
 
 
 def run_graph_chunk(api: FakeQueryApi, sink: MemorySink, chunk: Chunk) -> ActivityResult:
+    """Submit, a check that finds the query running, a check that finds it done and exports it, delete."""
     submitted = ActivityResult.from_json(bodies.graph_submit(api, payload(chunk)))
     query_id = submitted.data["queryId"]
-    status = ActivityResult.from_json(bodies.graph_status(api, payload(chunk, queryId=query_id)))
-    assert status.data["state"] == "pending"
-    status = ActivityResult.from_json(bodies.graph_status(api, payload(chunk, queryId=query_id)))
-    assert status.data["state"] == "succeeded"
-    result = ActivityResult.from_json(bodies.graph_export(api, sink, payload(chunk, queryId=query_id)))
+    checked = ActivityResult.from_json(bodies.graph_collect(api, sink, payload(chunk, queryId=query_id)))
+    assert checked.ok and checked.data == {
+        "outcome": "pending",
+        "rawStatus": "running",
+        "limitExceeded": False,
+        "approximateCount": None,
+    }
+    assert sink.objects == {} or chunk_written_before(sink)  # a running query writes nothing
+    result = ActivityResult.from_json(bodies.graph_collect(api, sink, payload(chunk, queryId=query_id)))
+    assert result.ok and result.data["outcome"] == "export"
     bodies.graph_delete(api, payload(chunk, queryId=query_id))
-    return result
+    return ActivityResult.success(result.data["summary"])
+
+
+def chunk_written_before(sink: MemorySink) -> bool:
+    return any(name.endswith(".summary.json") for name in sink.objects)
+
+
+def test_a_finished_query_over_the_cap_asks_for_a_split_and_writes_nothing() -> None:
+    api, sink = FakeQueryApi(synthetic(T0, 1, 40), limit=20, polls_until_done=1), MemorySink()
+    chunk = Chunk(T0, T0 + timedelta(hours=1))
+    query_id = ActivityResult.from_json(bodies.graph_submit(api, payload(chunk))).data["queryId"]
+    split = ActivityResult.from_json(bodies.graph_collect(api, sink, payload(chunk, queryId=query_id)))
+    assert split.needs_split and split.data["outcome"] == "split" and sink.objects == {}
+    # told that the window cannot be split, the same check exports what the query holds, reported incomplete
+    told = payload(chunk, queryId=query_id, allowIncomplete=True)
+    result = ActivityResult.from_json(bodies.graph_collect(api, sink, told))
+    assert result.ok and result.data["outcome"] == "export_incomplete"
+    summary = ChunkSummary.from_json(result.data["summary"])
+    assert summary.incomplete and summary.records == 20
 
 
 def test_graph_export_trims_dedupes_and_returns_only_a_claim_check() -> None:
@@ -88,10 +113,21 @@ def test_failed_delete_does_not_fail_the_chunk() -> None:
     }
 
 
+def run_exchange_chunk(api: FakeSearchApi, sink: ChunkSink, base: dict[str, object]) -> ActivityResult:
+    """The lane's calls, one activity each, each carrying the cursor the previous one returned; the last result."""
+    cursor = None
+    for call in range(1000):
+        result = ActivityResult.from_json(bodies.exchange_collect(api, sink, {**base, "cursor": cursor, "call": call}))
+        if not result.ok or "summary" in result.data:
+            return ActivityResult(result.ok, result.data.get("summary", result.data), result.error, result.needs_split)
+        cursor = result.data["cursor"]
+    raise AssertionError("the chunk never finished")
+
+
 def test_exchange_collect_writes_chunk_and_quarantines_malformed(tmp_path: Path) -> None:
     api = FakeSearchApi(synthetic(T0, 1, 20), malformed_every=10)
     sink = LocalFolderSink(tmp_path)
-    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1)))))
+    result = run_exchange_chunk(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1))))
     summary = ChunkSummary.from_json(result.data)
     assert summary.records == 20 and summary.malformed == 2 and not summary.incomplete
     assert summary.quarantine_blob is not None
@@ -101,15 +137,15 @@ def test_exchange_collect_writes_chunk_and_quarantines_malformed(tmp_path: Path)
 
 def test_exchange_over_cap_asks_for_split_and_writes_nothing() -> None:
     api, sink = FakeSearchApi(synthetic(T0, 1, 60), cap=50), MemorySink()
-    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1)))))
+    result = run_exchange_chunk(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1))))
     assert result.needs_split and not result.ok
-    assert sink.objects == {}
+    assert sink.objects == {} and sink.parts == {}
 
 
 def test_exchange_minimum_window_over_cap_is_reported_incomplete() -> None:
     api, sink = FakeSearchApi(synthetic(T0, 1, 60), cap=50), MemorySink()
     chunk = Chunk(T0, T0 + timedelta(hours=1))
-    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(chunk, allowIncomplete=True)))
+    result = run_exchange_chunk(api, sink, payload(chunk, allowIncomplete=True))
     assert result.ok and ChunkSummary.from_json(result.data).incomplete
 
 
@@ -118,7 +154,7 @@ def test_unusable_records_are_quarantined_not_dropped() -> None:
     records[1] = {"id": "no-time"}
     records[2] = {**records[2], "createdDateTime": "not a time"}
     api, sink = FakeSearchApi(records), MemorySink()
-    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1)))))
+    result = run_exchange_chunk(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1))))
     summary = ChunkSummary.from_json(result.data)
     assert summary.records == 2 and summary.malformed == 2
 

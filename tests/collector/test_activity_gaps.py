@@ -3,16 +3,15 @@ minimum window writes what the session cap allows and is reported incomplete."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from activities import bodies
-from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
-from shared.errors import NeedsSplitError
+from shared.audit.ports import AuditFilters, TimeWindow
 from shared.models import ActivityResult, Chunk, ChunkSummary
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import T0, FakeQueryApi, FakeSearchApi, synthetic
+from tests.collector.test_activities import run_exchange_chunk
 
 TENANT = "contoso.onmicrosoft.com"
 CHUNK = Chunk(T0, T0 + timedelta(hours=1))
@@ -66,25 +65,12 @@ def test_every_submit_looks_first_and_a_miss_creates() -> None:
     assert ActivityResult.from_json(retried).data["queryId"] == "q2" and api.created == 2
 
 
-@dataclass
-class CappedSearchApi(FakeSearchApi):
-    def iter_record_pages_up_to_cap(
-        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
-    ) -> Iterator[RecordPage]:
-        found = self._in(window)
-        kept = found[: self.cap]
-        for i in range(0, len(kept), self.page_size):
-            yield RecordPage(records=kept[i : i + self.page_size])
-        if len(found) > self.cap:
-            raise NeedsSplitError("over cap", limit=self.cap, reported_count=len(found))
-
-
 def test_exchange_minimum_window_writes_up_to_the_cap_and_is_incomplete() -> None:
-    api = CappedSearchApi(records=synthetic(T0, 1, 80), cap=30)
+    api = FakeSearchApi(records=synthetic(T0, 1, 80), cap=30, block_size=12)
     sink = MemorySink()
-    plain = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload()))
+    plain = run_exchange_chunk(api, sink, payload())
     assert plain.needs_split  # without allowIncomplete the window is sent back for a split
-    result = ActivityResult.from_json(bodies.exchange_collect(api, sink, payload(allowIncomplete=True)))
+    result = run_exchange_chunk(api, sink, payload(allowIncomplete=True))
     summary = ChunkSummary.from_json(result.data)
     assert result.ok and summary.incomplete and summary.records == 30
     written = (sink.read_bytes(summary.blob) or b"").splitlines()
@@ -92,7 +78,7 @@ def test_exchange_minimum_window_writes_up_to_the_cap_and_is_incomplete() -> Non
 
 
 def test_exchange_under_the_cap_with_allow_incomplete_is_complete() -> None:
-    api = CappedSearchApi(records=synthetic(T0, 1, 20), cap=30)
-    result = ActivityResult.from_json(bodies.exchange_collect(api, MemorySink(), payload(allowIncomplete=True)))
+    api = FakeSearchApi(records=synthetic(T0, 1, 20), cap=30)
+    result = run_exchange_chunk(api, MemorySink(), payload(allowIncomplete=True))
     summary = ChunkSummary.from_json(result.data)
     assert result.ok and not summary.incomplete and summary.records == 20

@@ -81,7 +81,7 @@ def test_settings_defaults_and_overrides() -> None:
         ({"COLLECTOR_DEFAULT_SOURCE": "ftp"}, "COLLECTOR_DEFAULT_SOURCE"),
         ({"OUTPUT_CONTAINER": "Bad_Name"}, "OUTPUT_CONTAINER"),
         ({"AUDIT_GRAPH_BASE_URL": "graph.microsoft.com"}, "AUDIT_GRAPH_BASE_URL"),
-        ({"COLLECTOR_POLL_BACKOFF": "0.5"}, "COLLECTOR_POLL_BACKOFF"),
+        ({"COLLECTOR_POLL_FRACTION": "1.5"}, "COLLECTOR_POLL_FRACTION"),
         ({"OUTPUT_STORAGE_CONNECTION": "x", "OUTPUT_STORAGE_ACCOUNT_URL": "https://a"}, "OUTPUT_STORAGE_ACCOUNT_URL"),
     ],
 )

@@ -48,8 +48,7 @@ def exchange_activities(api: FakeSearchApi, sink: MemorySink) -> dict[str, Any]:
 def graph_activities(api: FakeQueryApi, sink: MemorySink) -> dict[str, Any]:
     return {
         names.ACTIVITY_GRAPH_SUBMIT: lambda p: bodies.graph_submit(api, p),
-        names.ACTIVITY_GRAPH_STATUS: lambda p: bodies.graph_status(api, p),
-        names.ACTIVITY_GRAPH_EXPORT: lambda p: bodies.graph_export(api, sink, p),
+        names.ACTIVITY_GRAPH_COLLECT: lambda p: bodies.graph_collect(api, sink, p),
         names.ACTIVITY_GRAPH_DELETE: lambda p: bodies.graph_delete(api, p),
         names.ACTIVITY_FINALIZE: lambda p: bodies.finalize(sink, p),
     }
@@ -223,3 +222,40 @@ def test_an_activity_that_raises_once_is_retried_and_its_chunk_completes() -> No
     output = json.loads(driver.run().output or "null")
     assert raised == [1]
     assert (output["status"], output["completed"], output["failed"]) == ("Completed", 4, 0)
+
+
+@pytest.mark.parametrize(("source", "seed"), [("exchange", 1), ("exchange", 2), ("graph", 3)])
+def test_output_is_exact_when_activities_run_twice_or_lose_their_result_across_switches(source: str, seed: int) -> None:
+    """Crash points C8 (an activity's result lost: it runs again) and C2/C9 (it runs twice, a second completion
+    arrives) on every few activities, with multi-call Exchange chunks and executions switched every 3 chunks."""
+    n = 9
+    records = synthetic(START, n, 45)
+    sink = MemorySink()
+    if source == "exchange":
+        activities = exchange_activities(FakeSearchApi(records, cap=1000, block_size=20, page_size=7), sink)
+    else:
+        activities = graph_activities(FakeQueryApi(records), sink)
+    driver = ReplayDriver(orchestrator_handle(), activities, seed=seed)
+    driver.lose_result_every, driver.twice_every = 5, 7
+    driver.start(payload(source, n, 3, m=3, poll_interval_seconds=5, poll_min_interval_seconds=1))
+    result = driver.run(max_steps=1_000_000)
+    output = json.loads(result.output or "null")
+    assert output["status"] == "Completed", output
+    assert sorted(collected_ids(sink)) == sorted(r["id"] for r in records)  # every record once
+    assert output["records"] == len(records) and driver.executions >= 3 and driver.reruns > 5
+    manifest = json.loads(sink.objects[output["manifest"].removeprefix("memory://")])
+    assert manifest["totals"]["records"] == len(records) and manifest["gaps"] == []
+    assert not [name for name in sink.objects if "/parts/" in name] and sink.parts == {}
+
+
+def test_an_exchange_lane_carries_its_session_across_continue_as_new() -> None:
+    records = synthetic(START, 6, 70)  # 70 records per chunk in blocks of 20: four calls each
+    api, sink = FakeSearchApi(records, cap=1000, block_size=20), MemorySink()
+    driver = ReplayDriver(orchestrator_handle(), exchange_activities(api, sink), seed=4)
+    driver.start(payload("exchange", 6, 3, m=1))  # a switch after every chunk start
+    output = json.loads(driver.run(max_steps=1_000_000).output or "null")
+    assert output["status"] == "Completed" and output["records"] == len(records)
+    assert sorted(collected_ids(sink)) == sorted(r["id"] for r in records)
+    assert api.calls == 6 * 4  # no call repeated: each lane resumed its session where it was
+    carried = [s for s in driver.custom_statuses if s.get("inFlight")]
+    assert max(s["inFlight"] for s in carried) == 3

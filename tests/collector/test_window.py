@@ -9,11 +9,12 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import names
+from shared import chunk_rules, names
+from shared.audit.ports import QueryState, QueryStatus
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
 from shared.planning import ChunkPlan
 from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import CallActivity, Carried, RunOptions, Step, Wait
+from shared.window_state import CallActivity, Carried, Lane, RunOptions, Step, Wait
 
 T0 = datetime(2024, 11, 17, tzinfo=UTC)
 Responder = Callable[[CallActivity, CollectionWindow], ActivityResult]
@@ -30,33 +31,53 @@ def spec(n: int = 12, k: int = 3, source: str = "graph", m: int = 1000, **option
     )
 
 
-def summary_for(step: CallActivity, records: int = 5) -> ActivityResult:
+def summary_for(step: CallActivity, records: int = 5, *, incomplete: bool = False) -> ActivityResult:
+    """The chunk's last activity committed its object (an Exchange lane's last call)."""
     chunk = Chunk.from_json(step.input["chunk"])
-    return ActivityResult.success(
-        ChunkSummary(chunk, records, 0, 0, 0, "b", "h", 1, bool(step.input["allowIncomplete"])).to_json()
-    )
+    summary = ChunkSummary(chunk, records, 0, 0, 0, "b", "h", 1, incomplete).to_json()
+    return ActivityResult.success({"summary": summary})
+
+
+def collected(step: CallActivity, records: int = 5, **checked: object) -> ActivityResult:
+    """The Graph collect activity found the query finished and exported it."""
+    return ActivityResult.success({"outcome": "export", **summary_for(step, records).data, **checked})
+
+
+PENDING = ActivityResult.success({"outcome": "pending", "rawStatus": "running"})
 
 
 def happy(step: CallActivity, _: CollectionWindow) -> ActivityResult:
     if step.name == names.ACTIVITY_GRAPH_SUBMIT:
         return ActivityResult.success({"queryId": f"q-{step.lane}"})
-    if step.name == names.ACTIVITY_GRAPH_STATUS:
-        return ActivityResult.success({"state": "succeeded", "limitExceeded": False})
+    if step.name == names.ACTIVITY_GRAPH_COLLECT:
+        return collected(step)
     if step.name == names.ACTIVITY_GRAPH_DELETE:
         return ActivityResult.success({"deleted": True, "disposition": "deleted"})
     return summary_for(step)
 
 
 def run(window: CollectionWindow, respond: Responder, rng: random.Random, log: list[int] | None = None) -> list[Step]:
-    """Answer steps in random order until the window drains; returns every step issued."""
-    pending: list[Step] = window.fill()
+    """Play the orchestrator: answer steps in random order until the window finishes or is ready to switch.
+
+    Timers fire at their due time (the clock moves on); while the window switches executions, outstanding timers are
+    cancelled and their lanes parked, as the orchestrator does. Returns every step issued.
+    """
+    pending: list[Step] = window.resume() + window.fill()
     issued = list(pending)
-    while pending:
+    while True:
+        if window.switching:
+            for timer in [s for s in pending if isinstance(s, Wait)]:
+                pending.remove(timer)
+                window.park(timer.lane)
+        if not pending:
+            break
         assert len(window.lanes) <= window.options.max_concurrency
         step = pending.pop(rng.randrange(len(pending)))
         if log is not None:
             log.append(len(window.lanes))
+        window.now += timedelta(seconds=1)
         if isinstance(step, Wait):
+            window.now = max(window.now, step.until)
             new = window.on_timer(step.lane)
         else:
             new = window.on_result(step.lane, respond(step, window))
@@ -65,8 +86,8 @@ def run(window: CollectionWindow, respond: Responder, rng: random.Random, log: l
             assert len(window.lanes) == window.options.max_concurrency
         issued += new
         pending += new
-        # one outstanding step per lane, always
-        assert sorted(s.lane for s in pending) == sorted(window.lanes)
+        # one outstanding step per lane that is not parked, always
+        assert sorted(s.lane for s in pending) == sorted(lane.id for lane in window.lanes.values() if not lane.parked)
     return issued
 
 
@@ -95,41 +116,87 @@ def test_lane_refills_as_soon_as_one_finishes() -> None:
     assert refill[0].input["chunk"]["start"] == "2024-11-17T02:00:00Z"
 
 
-def test_graph_lane_keeps_its_slot_through_submit_poll_export_delete() -> None:
-    options = {"poll_interval_seconds": 30, "poll_backoff": 2, "poll_max_interval_seconds": 100}
-    window = CollectionWindow(spec(1, 1, delete_queries=True, **options))
+def test_graph_lane_keeps_its_slot_through_submit_polls_export_delete() -> None:
+    options = {"poll_interval_seconds": 30, "poll_min_interval_seconds": 10, "poll_max_interval_seconds": 100}
+    window = CollectionWindow(spec(1, 1, delete_queries=True, **options), now=T0)
     (step,) = window.fill()
     assert isinstance(step, CallActivity) and step.name == names.ACTIVITY_GRAPH_SUBMIT
     (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-7"}))
-    assert wait == Wait(0, 30)
-    (status,) = window.on_timer(0)
-    assert isinstance(status, CallActivity) and status.name == names.ACTIVITY_GRAPH_STATUS
-    assert status.input["queryId"] == "q-7"
+    assert wait == Wait(0, T0 + timedelta(seconds=30))  # nothing learned yet: the first check after 30 s
     delays = []
-    for _ in range(4):
-        (wait,) = window.on_result(0, ActivityResult.success({"state": "pending"}))
+    for _ in range(5):
+        window.now = wait.until
+        (check,) = window.on_timer(0)
+        assert isinstance(check, CallActivity) and check.name == names.ACTIVITY_GRAPH_COLLECT
+        assert check.input["queryId"] == "q-7"
+        (wait,) = window.on_result(0, PENDING)
         assert isinstance(wait, Wait)
-        delays.append(wait.seconds)
-        window.on_timer(0)
-    assert delays == [30, 60, 100, 100]  # back-off, capped
-    (export,) = window.on_result(0, ActivityResult.success({"state": "succeeded"}))
-    assert isinstance(export, CallActivity) and export.name == names.ACTIVITY_GRAPH_EXPORT
-    (delete,) = window.on_result(0, summary_for(export, 9))
+        delays.append(wait.after(window.now))
+    # a tenth of the time the query has run, at least 10 s, at most 100 s
+    assert delays == [10, 10, 10, 10, 10]
+    window.now = T0 + timedelta(seconds=600)
+    window.on_timer(0)
+    (wait,) = window.on_result(0, PENDING)
+    assert wait.after(window.now) == 60
+    window.now = T0 + timedelta(seconds=3000)
+    (check,) = window.on_timer(0)
+    (wait,) = window.on_result(0, PENDING)
+    assert wait.after(window.now) == 100
+    window.now = wait.until
+    (check,) = window.on_timer(0)
+    assert isinstance(check, CallActivity)
+    (delete,) = window.on_result(0, collected(check, 9))
     assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE
     assert len(window.lanes) == 1 and window.state.completed == 0  # still holds its slot
     assert window.on_result(0, ActivityResult.success({"deleted": False})) == []
     assert window.state.completed == 1 and window.state.records == 9 and window.finished
+    assert window.state.durations == [3100.0]  # submitted at T0, found finished by the check issued at 3,100 s
+
+
+def test_polls_start_a_little_before_the_learned_running_time() -> None:
+    options = {"poll_interval_seconds": 30, "poll_min_interval_seconds": 5, "poll_max_interval_seconds": 300}
+    window = CollectionWindow(spec(4, 1, **options), Carried(durations=[400.0, 200.0, 300.0]), now=T0)
+    window.fill()
+    (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
+    assert wait.after(T0) == 180  # 0.9 x the shortest recent running time
+    window.now = wait.until
+    (check,) = window.on_timer(0)
+    (wait,) = window.on_result(0, PENDING)
+    assert wait.after(window.now) == 18  # then a tenth of the time it has run
+    window.now = wait.until
+    (check,) = window.on_timer(0)
+    assert isinstance(check, CallActivity)
+    assert window.on_result(0, collected(check)) == []
+    assert window.state.durations == [400.0, 200.0, 300.0, 198.0]
+    carried = Carried.from_json(window.carry().to_json())
+    assert carried.expected_duration == 198.0  # what was learned survives continue-as-new
+    for i in range(10):
+        carried.learn_duration(1000.0 + i)
+    assert len(carried.durations) == 8 and carried.expected_duration == 1002.0  # only the recent ones count
+
+
+def test_poll_options_keep_the_noticing_delay_within_the_fraction() -> None:
+    options = RunOptions(poll_min_interval_seconds=1, poll_fraction=0.1, poll_max_interval_seconds=10_000)
+    running = options.first_poll(None)
+    for _ in range(200):
+        step = options.next_poll(running)
+        # a query that finished just after this check is noticed at the next: at most 10% of its running time late
+        assert step <= 0.1 * running + 1e-9 or step == options.poll_min_interval_seconds
+        running += step
+    assert options.first_poll(20.0) == 18.0 and RunOptions(poll_min_interval_seconds=30).first_poll(20.0) == 30.0
 
 
 def test_transient_errors_retry_with_backoff_then_fail_the_chunk_and_go_on() -> None:
-    window = CollectionWindow(spec(2, 1, "exchange", max_attempts=3, retry_base_seconds=10, retry_max_seconds=15))
+    window = CollectionWindow(
+        spec(2, 1, "exchange", max_attempts=3, retry_base_seconds=10, retry_max_seconds=15), now=T0
+    )
     (_step,) = window.fill()
     transient = ActivityResult(False, error=ActivityError("transient", "429", retry_after=None))
-    assert window.on_result(0, transient) == [Wait(0, 10)]
+    assert window.on_result(0, transient) == [Wait(0, T0 + timedelta(seconds=10))]
     (again,) = window.on_timer(0)
     assert isinstance(again, CallActivity) and again.input["attempt"] == 2
     throttled = ActivityResult(False, error=ActivityError("transient", "429", retry_after=40))
-    assert window.on_result(0, throttled) == [Wait(0, 40)]  # Retry-After wins over the cap
+    assert window.on_result(0, throttled) == [Wait(0, T0 + timedelta(seconds=40))]  # Retry-After wins over the cap
     window.on_timer(0)
     assert window.on_result(0, transient) == []  # third failure: the chunk fails, the collection goes on
     assert window.state.failed == 1 and window.state.failures[0].attempts == 3
@@ -141,13 +208,13 @@ def test_retried_graph_export_reuses_the_query() -> None:
     window = CollectionWindow(spec(1, 1, max_attempts=3))
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
-    window.on_timer(0)
-    (export,) = window.on_result(0, ActivityResult.success({"state": "succeeded"}))
-    assert isinstance(export, CallActivity)
+    (check,) = window.on_timer(0)
+    assert isinstance(check, CallActivity)
     window.on_result(0, ActivityResult(False, error=ActivityError("transient", "503")))
     (retry,) = window.on_timer(0)
     assert isinstance(retry, CallActivity)
-    assert retry.name == names.ACTIVITY_GRAPH_EXPORT and retry.input["queryId"] == "q-1"
+    assert retry.name == names.ACTIVITY_GRAPH_COLLECT and retry.input["queryId"] == "q-1"
+    assert retry.input["attempt"] == 2
 
 
 def test_needs_split_halves_and_requeues_down_to_the_minimum_then_incomplete() -> None:
@@ -159,17 +226,20 @@ def test_needs_split_halves_and_requeues_down_to_the_minimum_then_incomplete() -
         chunk = Chunk.from_json(step.input["chunk"])
         if chunk.start == T0 and not step.input["allowIncomplete"]:
             return ActivityResult.split({"limit": 50})
-        return summary_for(step)
+        return summary_for(step, incomplete=chunk.start == T0)
 
     run(window, respond, random.Random(1))
     windows = [
         (s.input["chunk"]["start"][11:16], s.input["chunk"]["end"][11:16], s.input["allowIncomplete"]) for s in issued
     ]
-    assert windows[:2] == [("00:00", "01:00", False), ("00:00", "00:30", False)]
-    assert ("00:00", "00:30", True) in windows  # minimum window: collected as far as possible
+    assert windows[:2] == [("00:00", "01:00", False), ("00:00", "00:30", True)]
+    # the minimum window is told at once that it cannot be split: collected as far as possible, in one call
     assert window.state.splits == 1 and window.total == 2
     assert window.state.completed == 2 and window.state.incomplete == 1
     assert window.output(None)["status"] == "CompletedWithFailures"
+
+
+OVER_CAP = ActivityResult.split({"outcome": "split", "limitExceeded": True})
 
 
 def test_graph_limit_exceeded_splits_and_deletes_the_query_first() -> None:
@@ -177,7 +247,7 @@ def test_graph_limit_exceeded_splits_and_deletes_the_query_first() -> None:
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     window.on_timer(0)
-    (delete,) = window.on_result(0, ActivityResult.success({"state": "succeeded", "limitExceeded": True}))
+    (delete,) = window.on_result(0, OVER_CAP)
     assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE
     window.on_result(0, ActivityResult.success({"deleted": True, "disposition": "deleted"}))
     assert [c.label() for c in window.state.requeued] == [
@@ -189,7 +259,7 @@ def test_graph_limit_exceeded_splits_and_deletes_the_query_first() -> None:
     plain.fill()
     plain.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     plain.on_timer(0)
-    assert plain.on_result(0, ActivityResult.success({"state": "succeeded", "limitExceeded": True})) == []
+    assert plain.on_result(0, OVER_CAP) == []
     assert plain.state.splits == 1 and plain.state.queries["leftOnService"] == 1
 
 
@@ -211,22 +281,61 @@ def test_dooming_error_stops_scheduling_lets_lanes_finish_and_fails_the_collecti
     assert len(window.spec.retry_chunks(out)) == 8  # the failed one plus the seven never started
 
 
-def test_continue_as_new_only_at_drained_points_and_progress_carries_over() -> None:
-    spec_ = spec(7, 2, "exchange", m=3)
+def test_executions_switch_without_draining_and_carry_their_lanes() -> None:
+    spec_ = spec(9, 3, "exchange", m=3)
     carried: Carried | None = None
     executions = 0
+    carried_lanes: list[int] = []
     while True:
-        window = CollectionWindow(spec_, carried)
+        window = CollectionWindow(spec_, carried, now=T0 + timedelta(hours=executions))
         executions += 1
         issued = run(window, happy, random.Random(executions))
-        assert len([s for s in issued if isinstance(s, CallActivity)]) <= 3  # at most M chunks per execution
-        assert not window.lanes
+        started = [s for s in issued if isinstance(s, CallActivity) and s.input["attempt"] == 1]
+        assert len(started) - len(carried.lanes if carried else []) <= 3  # at most M new chunks per execution
         if not window.should_continue_as_new:
             break
+        assert all(lane.parked for lane in window.lanes.values())
         carried = Carried.from_json(window.carry().to_json())  # through JSON, as continue_as_new does
-    assert executions == 3 and window.state.execution == 3
-    assert window.state.completed == 7 and window.state.cursor == 7
+        carried_lanes.append(len(carried.lanes))
+    assert window.finished and executions >= 3 and window.state.execution == executions
+    assert window.state.completed == 9 and window.state.cursor == 9
     assert window.status()["percent"] == 100.0
+
+
+def test_a_parked_lane_resumes_its_timer_at_the_carried_due_time_or_its_call_at_once() -> None:
+    options = {"poll_interval_seconds": 60, "poll_min_interval_seconds": 60}
+    window = CollectionWindow(spec(4, 2, m=2, **options), now=T0)
+    first = window.fill()
+    assert len(first) == 2 and window.switching  # two chunks started, the budget is spent, more are planned
+    # switching: lane 0's first poll is parked with its due time instead of being issued
+    assert window.on_result(0, ActivityResult.success({"queryId": "q-0"})) == []
+    assert window.lanes[0].parked == "timer" and window.lanes[0].due == T0 + timedelta(seconds=60)
+    assert not window.should_continue_as_new  # lane 1's submit is still in flight: wait for it
+    window.now = T0 + timedelta(seconds=5)
+    assert window.on_result(1, ActivityResult.success({"queryId": "q-1"})) == []  # parked, never issued here
+    assert window.should_continue_as_new
+    carried = Carried.from_json(window.carry().to_json())
+    assert [(lane.id, lane.parked, lane.due) for lane in carried.lanes] == [
+        (0, "timer", T0 + timedelta(seconds=60)),
+        (1, "timer", T0 + timedelta(seconds=65)),
+    ]
+    nxt = CollectionWindow(window.spec, carried, now=T0 + timedelta(seconds=62))
+    resumed = nxt.resume()
+    # lane 0's check is overdue: issued at once; lane 1 waits for its own due time, not a fresh interval
+    assert isinstance(resumed[0], CallActivity) and resumed[0].name == names.ACTIVITY_GRAPH_COLLECT
+    assert resumed[1] == Wait(1, T0 + timedelta(seconds=65))
+    assert nxt.lanes[0].query_id == "q-0" and nxt.lanes[1].query_id == "q-1"
+    assert [s.lane for s in nxt.fill()] == []  # K lanes already in flight: nothing new starts
+    assert nxt.state.execution == 2
+
+
+def test_a_lane_carries_state_it_does_not_know() -> None:
+    lane = Lane(3, Chunk(T0, T0 + timedelta(hours=1)), "poll", query_id="q", submitted_at=T0, due=T0, parked="timer")
+    data = {**lane.to_json(), "tenantSlot": {"lease": "abc", "expires": "2024-11-17T01:00:00Z"}}
+    again = Lane.from_json(data)
+    assert again.extra == {"tenantSlot": {"lease": "abc", "expires": "2024-11-17T01:00:00Z"}}
+    assert again.to_json() == data  # a newer version's per-lane state survives an older execution untouched
+    assert (again.query_id, again.submitted_at, again.due, again.parked) == ("q", T0, T0, "timer")
 
 
 def test_status_lists_windows_in_flight() -> None:
@@ -246,7 +355,7 @@ def test_attempts_count_tries_of_the_chunk_not_its_steps() -> None:
     failed_once: set[int] = set()
 
     def export_fails_once_on_lane_0(step: CallActivity, window: CollectionWindow) -> ActivityResult:
-        if step.name == names.ACTIVITY_GRAPH_EXPORT:
+        if step.name == names.ACTIVITY_GRAPH_COLLECT:
             exports.setdefault(step.lane, []).append(int(step.input["attempt"]))
             if step.lane == 0 and 0 not in failed_once:
                 failed_once.add(0)
@@ -260,12 +369,17 @@ def test_attempts_count_tries_of_the_chunk_not_its_steps() -> None:
 
 
 def test_sink_and_crash_failures_are_retried_but_permanent_ones_are_not() -> None:
-    window = CollectionWindow(spec(3, 3, "exchange", max_attempts=2, retry_base_seconds=10))
+    window = CollectionWindow(spec(3, 3, "exchange", max_attempts=2, retry_base_seconds=10), now=T0)
     steps = window.fill()
     assert len(steps) == 3
+    later = T0 + timedelta(seconds=10)
     # An output write that failed is idempotent to redo; an activity that raised may have met a worker crash.
-    assert window.on_result(0, ActivityResult(False, error=ActivityError("sink", "blob write failed"))) == [Wait(0, 10)]
-    assert window.on_result(1, ActivityResult(False, error=ActivityError("activity_crashed", "boom"))) == [Wait(1, 10)]
+    assert window.on_result(0, ActivityResult(False, error=ActivityError("sink", "blob write failed"))) == [
+        Wait(0, later)
+    ]
+    assert window.on_result(1, ActivityResult(False, error=ActivityError("activity_crashed", "boom"))) == [
+        Wait(1, later)
+    ]
     # A permanent API error would fail the same way again: the chunk fails at once.
     assert window.on_result(2, ActivityResult(False, error=ActivityError("permanent", "400 bad filter"))) == []
     assert [f.kind for f in window.state.failures] == ["permanent"]
@@ -279,23 +393,32 @@ def test_a_graph_chunk_over_the_record_budget_is_split_until_the_minimum_window(
     window = CollectionWindow(spec(1, 1, max_records_per_chunk=500, min_split_seconds=1800, delete_queries=True))
     (_submit,) = window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
-    (_poll,) = window.on_timer(0)
-    big = {"state": "succeeded", "limitExceeded": False, "approximateCount": 900}
-    (delete,) = window.on_result(0, ActivityResult.success(big))
+    (check,) = window.on_timer(0)
+    assert isinstance(check, CallActivity) and check.input["maxRecords"] == 500
+    assert check.input["allowIncomplete"] is False  # an hour can still be halved to the 30-minute minimum
+    (delete,) = window.on_result(0, ActivityResult.split({"outcome": "split", "approximateCount": 900}))
     assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE  # frees the query first
     assert window.on_result(0, ActivityResult.success({"deleted": True})) == []
     assert window.state.splits == 1 and [c.seconds for c in window.state.requeued] == [1800, 1800]
     (_half,) = window.fill()
     window.on_result(1, ActivityResult.success({"queryId": "q-1"}))
-    window.on_timer(1)
-    # A half at the minimum window is exported as is, complete (not reported incomplete).
-    (export,) = window.on_result(1, ActivityResult.success(big))
-    assert isinstance(export, CallActivity) and export.name == names.ACTIVITY_GRAPH_EXPORT
-    assert export.input["allowIncomplete"] is False
-    # Under the budget (or with the budget off) nothing splits.
-    small = CollectionWindow(spec(1, 1, max_records_per_chunk=0))
-    small.fill()
-    small.on_result(0, ActivityResult.success({"queryId": "q-0"}))
-    small.on_timer(0)
-    (export,) = small.on_result(0, ActivityResult.success(big))
-    assert export.name == names.ACTIVITY_GRAPH_EXPORT and small.state.splits == 0
+    (check,) = window.on_timer(1)
+    # A half at the minimum window is told so: the activity exports it as is (complete) instead of asking to split.
+    assert isinstance(check, CallActivity) and check.input["allowIncomplete"] is True
+
+
+def test_graph_outcomes_follow_the_status_and_the_lane_options() -> None:
+    def status(state: QueryState, limit: bool = False, count: int | None = None) -> QueryStatus:
+        return QueryStatus(state, state.value, limit, count)
+
+    done = status(QueryState.SUCCEEDED, count=900)
+    assert chunk_rules.graph_outcome(status(QueryState.PENDING), splittable=True, max_records=0) == "pending"
+    assert chunk_rules.graph_outcome(status(QueryState.FAILED), splittable=True, max_records=0) == "failed"
+    assert chunk_rules.graph_outcome(status(QueryState.CANCELLED), splittable=True, max_records=0) == "failed"
+    assert chunk_rules.graph_outcome(done, splittable=True, max_records=0) == "export"
+    assert chunk_rules.graph_outcome(done, splittable=True, max_records=500) == "split"
+    assert chunk_rules.graph_outcome(done, splittable=False, max_records=500) == "export"
+    capped = status(QueryState.SUCCEEDED, limit=True)
+    assert chunk_rules.graph_outcome(capped, splittable=True, max_records=0) == "split"
+    assert chunk_rules.graph_outcome(capped, splittable=False, max_records=0) == "export_incomplete"
+    assert chunk_rules.can_split(3600, 1800) and not chunk_rules.can_split(3599, 1800)

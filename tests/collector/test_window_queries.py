@@ -13,7 +13,7 @@ from shared import names
 from shared.models import ActivityError, ActivityResult
 from shared.window import CollectionWindow
 from shared.window_state import CallActivity, Carried, RunOptions
-from tests.collector.test_window import happy, run, spec, summary_for
+from tests.collector.test_window import collected, happy, run, spec
 
 NO_QUERIES = {"deleted": 0, "leftOnService": 0, "deleteUnsupported": 0, "deleteFailed": 0}
 
@@ -21,9 +21,8 @@ NO_QUERIES = {"deleted": 0, "leftOnService": 0, "deleteUnsupported": 0, "deleteF
 def _to_export(window: CollectionWindow) -> CallActivity:
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
-    window.on_timer(0)
-    (export,) = window.on_result(0, ActivityResult.success({"state": "succeeded"}))
-    assert isinstance(export, CallActivity) and export.name == names.ACTIVITY_GRAPH_EXPORT
+    (export,) = window.on_timer(0)
+    assert isinstance(export, CallActivity) and export.name == names.ACTIVITY_GRAPH_COLLECT
     return export
 
 
@@ -31,7 +30,7 @@ def test_deletion_is_off_by_default_and_the_query_is_reported_left_on_the_servic
     assert RunOptions().delete_queries is False
     window = CollectionWindow(spec(1, 1))
     export = _to_export(window)
-    assert window.on_result(0, summary_for(export, 4)) == []  # no DELETE step: the lane is done
+    assert window.on_result(0, collected(export, 4)) == []  # no DELETE step: the lane is done
     assert window.finished and window.state.completed == 1
     output = window.output("m")
     assert output["queries"] == {**NO_QUERIES, "leftOnService": 1}
@@ -43,7 +42,7 @@ def test_a_failed_query_is_left_on_the_service_too() -> None:
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     window.on_timer(0)
-    assert window.on_result(0, ActivityResult.success({"state": "failed", "rawStatus": "failed"})) == []
+    assert window.on_result(0, ActivityResult.success({"outcome": "failed", "rawStatus": "failed"})) == []
     assert window.state.failed == 1
     assert window.output(None)["queries"]["leftOnService"] == 1
 
@@ -58,7 +57,7 @@ def test_with_deletion_on_only_a_2xx_counts_as_deleted() -> None:
     for data, counted in outcomes:
         window = CollectionWindow(spec(1, 1, delete_queries=True))
         export = _to_export(window)
-        (delete,) = window.on_result(0, summary_for(export))
+        (delete,) = window.on_result(0, collected(export))
         assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE
         assert window.on_result(0, ActivityResult.success(data)) == []
         assert window.output("m")["queries"] == {**NO_QUERIES, counted: 1}, data
@@ -67,7 +66,7 @@ def test_with_deletion_on_only_a_2xx_counts_as_deleted() -> None:
 def test_a_crashed_delete_is_a_failed_delete() -> None:
     window = CollectionWindow(spec(1, 1, delete_queries=True))
     export = _to_export(window)
-    window.on_result(0, summary_for(export))
+    window.on_result(0, collected(export))
     crashed = ActivityResult(False, error=ActivityError("activity_crashed", "worker lost"))
     assert window.on_result(0, crashed) == []
     assert window.state.completed == 1 and window.output("m")["queries"]["deleteFailed"] == 1
@@ -76,8 +75,9 @@ def test_a_crashed_delete_is_a_failed_delete() -> None:
 def test_query_counts_survive_continue_as_new() -> None:
     window = CollectionWindow(spec(6, 2, m=3))
     run(window, happy, random.Random(3))
+    assert window.should_continue_as_new
     carried = window.carry()
-    assert carried.queries["leftOnService"] == 3
+    assert carried.queries["leftOnService"] + len(carried.lanes) == 3  # three chunks started, each lane done or carried
     again = Carried.from_json(carried.to_json())
     assert again.queries == carried.queries
     assert (

@@ -1,0 +1,288 @@
+"""A chunk object written in parts by several activities (Exchange: one part per InvokeCommand call).
+
+Each part goes through the same record rules as a whole chunk (``activities.chunk_writer.page_lines``: trimmed to the
+window, repeats removed, malformed records quarantined once, in their own window) and the commit joins the parts,
+in the order the lane lists them, into the chunk's object. Exactly-once output under at-least-once activities:
+
+* **Repeats across parts** are removed by record id: a part is written against the ids of every part before it,
+  read from those parts' records (16 bytes per GUID id), cached in this process and read again from storage on a miss
+  (the activities of one lane may run in different worker processes).
+* **A part's activity run twice** (crash points C2/C8/C9) finds its part's record and returns the recorded outcome
+  instead of reading the source again, so the part and the session position the lane carries stay consistent.
+* **Part keys are per call**: a lane gives every call a new key (retries included), so a run whose result the lane
+  never saw writes a part the commit does not list.
+* **The commit is idempotent**: the summary sidecar, written last, names the parts it committed; a commit run again
+  for the same parts returns it. SHA-256, size and counts are those of the committed object.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import threading
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Container, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from activities.chunk_writer import _Counts, _dumps, _quarantine_line, page_lines
+from shared import names
+from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
+from shared.errors import SinkError
+from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
+from shared.records import Quarantine
+from shared.sinks.base import ChunkSink, write_bytes
+
+logger = logging.getLogger(__name__)
+
+
+def part_key(call: int) -> str:
+    """The key of the part a lane's call number ``call`` writes (fixed width: block ids must have one length)."""
+    if call < 0:
+        raise ValueError("call numbers start at 0")
+    return f"{call:05d}"
+
+
+# --- ids, compactly --------------------------------------------------------------------------------------------
+def pack_ids(ids: Iterable[str]) -> tuple[bytes, list[str]]:
+    """GUID ids (canonical lower-case form) as 16 bytes each; any other id as itself."""
+    packed = bytearray()
+    others: list[str] = []
+    for record_id in ids:
+        try:
+            value = uuid.UUID(record_id)
+        except ValueError:
+            others.append(record_id)
+            continue
+        if str(value) == record_id:
+            packed += value.bytes
+        else:
+            others.append(record_id)  # another spelling of a GUID is another id: keep it exactly
+    return bytes(packed), others
+
+
+def unpack_ids(packed: bytes, others: Iterable[str]) -> set[str]:
+    ids = {str(uuid.UUID(bytes=packed[i : i + 16])) for i in range(0, len(packed), 16)}
+    ids.update(others)
+    return ids
+
+
+# --- one part's record -----------------------------------------------------------------------------------------
+def _malformed_json(record: MalformedRecord) -> JsonDict:
+    created = iso(record.created) if record.created is not None else None
+    return {"raw": record.raw, "reason": record.reason, "id": record.record_id, "created": created}
+
+
+def _malformed_from(data: JsonDict) -> MalformedRecord:
+    created = data.get("created")
+    moment = parse_iso(created) if created else None
+    return MalformedRecord(str(data["raw"]), str(data["reason"]), data.get("id"), moment)
+
+
+@dataclass
+class PartRecord:
+    """What one part holds: counts, its record ids, its malformed records (not yet settled), the call's outcome."""
+
+    key: str
+    records: int
+    trimmed: int
+    duplicates: int
+    ids: set[str]
+    malformed: list[MalformedRecord] = field(default_factory=list)
+    outcome: JsonDict = field(default_factory=dict)
+    """What the call returned to the lane (the session position after it): returned again when the call reruns."""
+
+    def to_json(self) -> JsonDict:
+        packed, others = pack_ids(sorted(self.ids))
+        return {
+            "key": self.key,
+            "records": self.records,
+            "trimmed": self.trimmed,
+            "duplicates": self.duplicates,
+            "guids": base64.b64encode(packed).decode(),
+            "ids": others,
+            "malformed": [_malformed_json(m) for m in self.malformed],
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> PartRecord:
+        return cls(
+            key=str(data["key"]),
+            records=int(data["records"]),
+            trimmed=int(data["trimmed"]),
+            duplicates=int(data["duplicates"]),
+            ids=unpack_ids(base64.b64decode(data["guids"]), data.get("ids") or ()),
+            malformed=[_malformed_from(m) for m in data.get("malformed") or ()],
+            outcome=dict(data.get("outcome") or {}),
+        )
+
+
+class _AfterParts:
+    """Removes records already in earlier parts or earlier in this part; collects this part's ids."""
+
+    def __init__(self, prior: Container[str]) -> None:
+        self._prior = prior
+        self.ids: set[str] = set()
+        self.duplicates_removed = 0
+
+    def filter(self, records: Iterable[AuditRecord]) -> tuple[list[AuditRecord], int]:
+        kept: list[AuditRecord] = []
+        removed = 0
+        for record in records:
+            record_id = str(record["id"])
+            if record_id in self.ids or record_id in self._prior:
+                removed += 1
+                continue
+            self.ids.add(record_id)
+            kept.append(record)
+        self.duplicates_removed += removed
+        return kept, removed
+
+
+class _IdCache:
+    """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._entries: OrderedDict[str, tuple[tuple[str, ...], frozenset[str]]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, name: str, keys: Sequence[str]) -> frozenset[str] | None:
+        with self._lock:
+            entry = self._entries.get(name)
+            if entry is None or entry[0] != tuple(keys):
+                return None
+            self._entries.move_to_end(name)
+            return entry[1]
+
+    def put(self, name: str, keys: Sequence[str], ids: frozenset[str]) -> None:
+        with self._lock:
+            self._entries[name] = (tuple(keys), ids)
+            self._entries.move_to_end(name)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+ID_CACHE = _IdCache()
+
+
+class ChunkParts:
+    """The parts of one chunk object in one sink."""
+
+    def __init__(self, sink: ChunkSink, *, tenant_id: str, collection_id: str, chunk: Chunk) -> None:
+        self.sink = sink
+        self.chunk = chunk
+        self.name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
+
+    def _record_name(self, key: str) -> str:
+        return names.part_record_name(self.name, key)
+
+    def load(self, key: str) -> PartRecord | None:
+        """The record of part ``key``, when that part was written (by an earlier run of the same call)."""
+        data = self.sink.read_bytes(self._record_name(key))
+        return PartRecord.from_json(json.loads(data)) if data is not None else None
+
+    def _require(self, key: str) -> PartRecord:
+        record = self.load(key)
+        if record is None:
+            # Only a run the lane no longer waits for can list a part whose record is gone (its chunk committed).
+            raise SinkError(f"part {key} of {self.name} has no record: it was committed or discarded")
+        return record
+
+    def ids_before(self, keys: Sequence[str]) -> frozenset[str]:
+        """Every record id in the parts ``keys``."""
+        cached = ID_CACHE.get(self.name, keys)
+        if cached is not None:
+            return cached
+        ids: set[str] = set()
+        for key in keys:
+            ids |= self._require(key).ids
+        frozen = frozenset(ids)
+        ID_CACHE.put(self.name, keys, frozen)
+        return frozen
+
+    def write(
+        self, key: str, pages: Iterable[RecordPage], before: Sequence[str], outcome: Callable[[], JsonDict]
+    ) -> PartRecord:
+        """Write part ``key`` from ``pages`` against the parts ``before`` it; ``outcome()`` is read once they end.
+
+        Nothing is staged unless every page arrived: a source that fails part-way leaves no part.
+        """
+        prior = self.ids_before(before)
+        dedupe = _AfterParts(prior)
+        counts = _Counts(self.chunk)
+        window = self.chunk.window()
+        data = b"".join(page_lines(page, window, dedupe, counts) for page in pages)
+        kept = counts.quarantine.settle(())  # settled against the good records at the commit, over every part
+        record = PartRecord(
+            key=key,
+            records=counts.records,
+            trimmed=counts.trimmed + counts.quarantine.trimmed,
+            duplicates=dedupe.duplicates_removed + counts.quarantine.duplicates,
+            ids=dedupe.ids,
+            malformed=kept,
+            outcome=outcome(),
+        )
+        self.sink.stage_part(self.name, key, data)
+        write_bytes(self.sink, self._record_name(key), _dumps(record.to_json()))  # last: the part is complete
+        ID_CACHE.put(self.name, [*before, key], prior | dedupe.ids)
+        return record
+
+    def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
+        """The summary of the commit of exactly the parts ``keys``, when it happened."""
+        existing = self.sink.read_bytes(names.summary_object_name(self.name))
+        if existing is None:
+            return None
+        written = json.loads(existing)
+        return ChunkSummary.from_json(written) if written.get("parts") == list(keys) else None
+
+    def commit(self, keys: Sequence[str], *, attempt: int, incomplete: bool) -> ChunkSummary:
+        """Make the chunk object from the parts ``keys`` (+ quarantine, + summary sidecar); returns the summary."""
+        sidecar = names.summary_object_name(self.name)
+        done = self.committed(keys)
+        if done is not None:  # this very commit ran before (its activity ran twice)
+            self.discard(keys)
+            return done
+        records = [self._require(key) for key in keys]
+        quarantine = Quarantine(self.chunk.window())
+        good: set[str] = set()
+        for record in records:
+            good |= record.ids
+            for broken in record.malformed:
+                quarantine.add(broken)
+        malformed = quarantine.settle(good)
+        stored = self.sink.commit_parts(self.name, keys)
+        quarantine_name = None
+        if malformed:
+            quarantine_name = names.quarantine_object_name(self.name)
+            write_bytes(self.sink, quarantine_name, b"".join(_quarantine_line(m) + b"\n" for m in malformed))
+        summary = ChunkSummary(
+            chunk=self.chunk,
+            records=sum(r.records for r in records),
+            trimmed=sum(r.trimmed for r in records) + quarantine.trimmed,
+            duplicates=sum(r.duplicates for r in records) + quarantine.duplicates,
+            malformed=len(malformed),
+            untimed=sum(1 for m in malformed if m.created is None),
+            blob=stored.name,
+            sha256=stored.sha256,
+            bytes=stored.bytes,
+            incomplete=incomplete,
+            quarantine_blob=quarantine_name,
+            attempts=attempt,
+        )
+        write_bytes(self.sink, sidecar, _dumps({**summary.to_json(), "parts": list(keys)}))
+        self.discard(keys)
+        return summary
+
+    def discard(self, keys: Sequence[str]) -> None:
+        """Forget the parts ``keys``: their staged data and their records (after the commit, or for a split)."""
+        self.sink.discard_parts(self.name, keys)
+        for key in keys:
+            self.sink.delete(self._record_name(key))
+        ID_CACHE.put(self.name, (), frozenset())
