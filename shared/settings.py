@@ -83,7 +83,7 @@ class Settings:
     """Next status check after this fraction of the time the query has run (so it is noticed at most that late)."""
     poll_max_interval_seconds: float = 300.0
     max_polls: int = 240
-    chunks_per_execution: int = 50
+    chunks_per_execution: int = 20
     max_attempts: int = 4
     retry_base_seconds: float = 15.0
     retry_max_seconds: float = 600.0

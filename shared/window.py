@@ -108,6 +108,8 @@ class CollectionWindow:
         self.started_this_execution = 0
         self.now = now
         """The orchestration's ``current_utc_datetime``; the orchestrator sets it before each transition."""
+        self._last_call_seconds: float | None = None
+        """How long the most recent activity of any lane took (what a chunk started while switching may take)."""
         self._carried_lanes, self.state.lanes = self.state.lanes, []
 
     # --- queries ---------------------------------------------------------------------------------------------
@@ -159,9 +161,15 @@ class CollectionWindow:
         return steps
 
     def fill(self) -> list[Step]:
-        """Start lanes until K are in flight (or nothing may start); returns their first steps."""
+        """Start lanes until K are in flight (or nothing may start); returns their first steps.
+
+        While switching, a free lane still starts a chunk whose first call should end before the activities in
+        flight do (the budget of chunks per execution is a bound on history, not a reason to idle).
+        """
         steps: list[Step] = []
-        while len(self.lanes) < self.options.max_concurrency and self.may_start():
+        while len(self.lanes) < self.options.max_concurrency and (
+            self.may_start() or (self.switching and self._fits_before_switch(self._last_call_seconds))
+        ):
             if self.state.requeued:
                 chunk = self.state.requeued.pop(0)
             else:
@@ -194,6 +202,10 @@ class CollectionWindow:
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
         lane = self.lanes[lane_id]
         lane.due = None
+        checked_at, lane.issued_at = lane.issued_at, None
+        if checked_at is not None:
+            lane.call_seconds = (self.now - checked_at).total_seconds()
+            self._last_call_seconds = lane.call_seconds
         if lane.phase == DELETE:  # best effort: the chunk's outcome was decided before the delete
             self._count_query(str(result.data.get("disposition")) if result.ok else "deleteFailed")
             return self._end(lane)
@@ -208,13 +220,13 @@ class CollectionWindow:
             lane.submitted_at = self.now
             return self._wait(lane, later(self.now, self.options.first_poll(self.state.expected_duration)))
         if lane.phase == POLL:
-            return self._polled(lane, result.data)
+            return self._polled(lane, result.data, checked_at)
         if "summary" in result.data:  # the Exchange lane's last call committed its chunk
             return self._conclude(lane, ("done", result.data["summary"]))
         lane.cursor = dict(result.data["cursor"])  # where its next call goes on
         return self._next_call(lane)
 
-    def _polled(self, lane: Lane, data: JsonDict) -> list[Step]:
+    def _polled(self, lane: Lane, data: JsonDict, checked_at: datetime | None) -> list[Step]:
         """The Graph collect activity checked the query (and exported it when it was finished)."""
         lane.polls += 1
         outcome = str(data.get("outcome"))
@@ -227,8 +239,8 @@ class CollectionWindow:
         if outcome == chunk_rules.FAILED:
             error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', 'failed')}")
             return self._conclude(lane, ("failed", self._failure(lane, error)))
-        if lane.submitted_at is not None and lane.checked_at is not None:
-            self.state.learn_duration((lane.checked_at - lane.submitted_at).total_seconds())
+        if lane.submitted_at is not None and checked_at is not None:
+            self.state.learn_duration((checked_at - lane.submitted_at).total_seconds())
         return self._conclude(lane, ("done", data["summary"]))
 
     def _needs_split(self, lane: Lane) -> list[Step]:
@@ -289,10 +301,26 @@ class CollectionWindow:
 
     # --- issuing steps (or parking them while the window switches executions) ---------------------------------
     def _next_call(self, lane: Lane) -> list[Step]:
-        if self.switching:
+        if self.switching and not self._fits_before_switch(lane.call_seconds):
             lane.parked = PARKED_CALL
             return []
         return [self._call(lane)]
+
+    def _fits_before_switch(self, expected: float | None) -> bool:
+        """While switching, a call is still issued if it should end before the activities in flight do anyway.
+
+        The execution cannot end before its slowest activity in flight (each expected to take as long as its lane's
+        previous one), so a lane that would otherwise idle until then keeps working. Expectations come from times
+        this execution recorded (``current_utc_datetime``), so every replay decides the same.
+        """
+        if expected is None:
+            return False
+        ends = [
+            max(self.now, later(lane.issued_at, lane.call_seconds or 0.0))
+            for lane in self.lanes.values()
+            if lane.issued_at is not None
+        ]
+        return bool(ends) and later(self.now, expected) <= max(ends)
 
     def _wait(self, lane: Lane, until: datetime) -> list[Step]:
         lane.due = until
@@ -306,7 +334,7 @@ class CollectionWindow:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
             # Polls and the submit → collect hand-over belong to the same attempt.
             lane.attempts += 1
-        lane.checked_at = self.now
+        lane.issued_at = self.now
         lane.calls += 1
         payload: JsonDict = {
             "collectionId": self.spec.collection_id,

@@ -36,7 +36,7 @@ class RunOptions:
     retry_base_seconds: float = 15.0
     retry_max_seconds: float = 600.0
     min_split_seconds: int = 60
-    chunks_per_execution: int = 50
+    chunks_per_execution: int = 20
     max_records_per_chunk: int = 0
     delete_queries: bool = False
     """Send a DELETE for each Graph query once its chunk is decided (the service does not support it today)."""
@@ -141,6 +141,7 @@ _LANE_KEYS = frozenset(
         "parked",
         "cursor",
         "calls",
+        "callSeconds",
         "ending",
     }
 )
@@ -174,8 +175,10 @@ class Lane:
     ending: tuple[str, Any] | None = None
     """How the chunk ended, kept while its query is deleted: ("done", ChunkSummary JSON) | ("failed", Failure) |
     ("split", None)."""
-    checked_at: datetime | None = None
-    """When the lane's current Graph collect call was issued (not carried: no call is in flight across executions)."""
+    issued_at: datetime | None = None
+    """When the lane's activity in flight was issued (not carried: no activity is in flight across executions)."""
+    call_seconds: float | None = None
+    """How long the lane's last activity took, from its issue to its result: what its next call is expected to take."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -212,6 +215,7 @@ class Lane:
             "parked": self.parked,
             "cursor": self.cursor,
             "calls": self.calls,
+            "callSeconds": self.call_seconds,
             "ending": ending,
         }
 
@@ -239,6 +243,7 @@ class Lane:
             parked=data.get("parked"),
             cursor=dict(data["cursor"]) if data.get("cursor") else None,
             calls=int(data.get("calls", 0)),
+            call_seconds=float(data["callSeconds"]) if data.get("callSeconds") is not None else None,
             ending=ending,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )

@@ -3,7 +3,7 @@
 It plays the queues and workers: runs episodes with ``run_episode`` (SHIM mode = the extension's sequential-await
 shim), executes activity work items with the real activity bodies over fakes, and fires timers on a fake clock.
 Activities finish in a seeded random order; timers that are due fire before any further activity finishes
-(an already-due timer is delivered at once, while activities take time).
+(a due timer is delivered at once, while activities take time).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def collected_ids(sink: MemorySink) -> list[str]:
 
 
 def naive_collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
-    """The same window without the already-due timer: what the seed's orchestrator does."""
+    """The same window without the nudge: what the seed's orchestrator does."""
     data = context.get_input()
     window = CollectionWindow(CollectionSpec.from_json(data["spec"]), Carried.from_json(data.get("state")))
     waiting: list[tuple[Any, int]] = []

@@ -422,3 +422,42 @@ def test_graph_outcomes_follow_the_status_and_the_lane_options() -> None:
     assert chunk_rules.graph_outcome(capped, splittable=True, max_records=0) == "split"
     assert chunk_rules.graph_outcome(capped, splittable=False, max_records=0) == "export_incomplete"
     assert chunk_rules.can_split(3600, 1800) and not chunk_rules.can_split(3599, 1800)
+
+
+def test_while_switching_a_lane_keeps_working_if_its_call_ends_before_the_slowest_in_flight() -> None:
+    cursor = {"typeIndex": 0, "sessionId": "s", "nextIndex": 21}
+    hours = [Chunk(T0 + timedelta(hours=i), T0 + timedelta(hours=i + 1)) for i in range(2)]
+    lanes = [
+        Lane(0, hours[0], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=10, parked="call"),
+        Lane(1, hours[1], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=60, parked="call"),
+    ]
+    window = CollectionWindow(spec(12, 2, "exchange", m=1), Carried(cursor=2, next_lane=2, lanes=lanes), now=T0)
+    first = window.resume()
+    assert [s.lane for s in first] == [0, 1] and not window.switching  # carried lanes do not count as starts
+
+    def going_on() -> ActivityResult:
+        return ActivityResult.success({"cursor": cursor})
+
+    window.now = T0 + timedelta(seconds=10)
+    assert isinstance(first[0], CallActivity)
+    assert window.on_result(0, summary_for(first[0])) == []  # lane 0's chunk is done
+    (new,) = window.fill()  # a new chunk starts: the budget of one start is spent, the window switches
+    assert new.lane == 2 and window.switching
+    window.now = T0 + timedelta(seconds=20)
+    # lane 2's call took 10 s; lane 1's call (expected 60 s, issued at 0) ends at 60 s at the earliest: go on
+    (step,) = window.on_result(2, going_on())
+    assert isinstance(step, CallActivity) and step.input["call"] == 1 and step.input["cursor"] == cursor
+    window.now = T0 + timedelta(seconds=30)
+    assert len(window.on_result(2, going_on())) == 1  # 30 + 10 <= 60
+    window.now = T0 + timedelta(seconds=55)
+    assert window.on_result(2, going_on()) == []  # 55 + 25 > 60: parked
+    assert window.lanes[2].parked == "call" and not window.should_continue_as_new
+    window.now = T0 + timedelta(seconds=61)
+    assert window.on_result(1, going_on()) == [] and window.should_continue_as_new
+    assert window.fill() == []  # nothing fits any more: nothing in flight
+    carried = Carried.from_json(window.carry().to_json())
+    assert [(lane.id, lane.parked, lane.calls, lane.call_seconds) for lane in carried.lanes] == [
+        (1, "call", 2, 61.0),
+        (2, "call", 3, 25.0),
+    ]
+    assert all(lane.cursor == cursor for lane in carried.lanes)

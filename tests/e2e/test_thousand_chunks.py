@@ -1,9 +1,10 @@
 """Issue 6, item 3: 1,000 chunks collect exactly, and history stays bounded by continue-as-new.
 
-Source: Exchange (one activity per chunk, so a thousand chunks fit in the test budget), 1-minute chunks, K=5.
-Every ``COLLECTOR_CHUNKS_PER_EXECUTION`` (M = 50) chunks the orchestrator continues as new at a drained point, so the
-run has exactly 1000 / M executions and no execution's history holds more than ``EVENTS_PER_CHUNK * M + SLACK``
-events (``showHistory=true`` of the Durable status API, sampled during the run and read for the final execution).
+Source: Exchange (one call, so one activity, per chunk: a thousand chunks fit in the test budget), 1-minute chunks,
+K=5. Once an execution has started ``COLLECTOR_CHUNKS_PER_EXECUTION`` (M = 50) chunks the orchestrator continues as
+new (its lanes carried, not drained), so the run has exactly 1000 / M executions and no execution's history holds more
+than ``EVENTS_PER_CHUNK * M + SLACK`` events (``showHistory=true`` of the Durable status API, sampled during the run
+and read for the final execution).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ CHUNKS = 1000
 PER_EXECUTION = 50
 K = 5
 EVENTS_PER_CHUNK = 4
-"""Shown events per chunk: TaskCompleted (scheduling folded in) plus the already-due "nudge" timers
-(TimerCreated + TimerFired) of the yields around it, with room for a retry."""
+"""Shown events per chunk: TaskCompleted (scheduling folded in) plus the "nudge" timers (a TimerCreated each,
+cancelled so never fired) of the yields around it, with room for a retry."""
 SLACK = 20
 HISTORY_BOUND = EVENTS_PER_CHUNK * PER_EXECUTION + SLACK
 

@@ -228,6 +228,29 @@ def timer_window(context: df.DurableOrchestrationContext) -> Gen:
     return sorted(results)
 
 
+def cancelled_timer_window(context: df.DurableOrchestrationContext) -> Gen:
+    """Same window, with the collector's nudge: a far timer cancelled before it is ever yielded."""
+    pending: list[Any] = []
+    next_item = 0
+    results = []
+    while next_item < WINDOW_N or pending:
+        added = False
+        while len(pending) < WINDOW_K and next_item < WINDOW_N:
+            pending.append(context.call_activity("echo", next_item))
+            next_item += 1
+            added = True
+        candidates = list(pending)
+        if added:
+            nudge = context.create_timer(context.current_utc_datetime + timedelta(days=2))
+            nudge.cancel()
+            candidates.append(nudge)
+        winner = yield context.task_any(candidates)
+        if winner in pending:
+            pending.remove(winner)
+            results.append(winner.result)
+    return sorted(results)
+
+
 def status_then_continue(context: df.DurableOrchestrationContext) -> Gen:
     generation = context.get_input() or 0
     if generation == 0:

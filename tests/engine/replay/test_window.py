@@ -47,3 +47,23 @@ def test_already_due_timer_keeps_the_shim_moving(seed: int) -> None:
     counts = in_flight_per_completion(o.timer_window, SchedulingMode.SHIM, seed)
     print("shim timer", counts)
     assert counts == [o.WINDOW_K] * (o.WINDOW_N - 2) + [2, 1]
+
+
+@pytest.mark.parametrize("seed", [1, 7, 42])
+def test_a_cancelled_nudge_keeps_the_shim_moving_without_an_episode_of_its_own(seed: int) -> None:
+    """The shim creates a timer reported as cancelled already cancelled: it is no open task, its WhenAny completes
+    in the same episode, and it never fires, so the window holds K with one episode per completion."""
+    counts = in_flight_per_completion(o.cancelled_timer_window, SchedulingMode.SHIM, seed)
+    assert counts == [o.WINDOW_K] * (o.WINDOW_N - 2) + [2, 1]
+
+    def episodes(orchestrator: o.Orch) -> tuple[int, int]:
+        driver = Driver({"window": o.handle(orchestrator)}, o.ACTIVITIES, mode=SchedulingMode.SHIM)
+        driver.start("window", "w1")
+        result = driver.run("w1", pick=random.Random(seed).choice)
+        fired = sum(1 for e in result.history if e["EventType"] == 11)  # TimerFired
+        return sum(1 for r in driver.results if r.history), fired
+
+    due, due_fired = episodes(o.timer_window)
+    cancelled, cancelled_fired = episodes(o.cancelled_timer_window)
+    assert cancelled_fired == 0 and due_fired > 0
+    assert cancelled < due
