@@ -6,9 +6,10 @@ the chunk count) and once with a small execution budget (``--per-execution``), s
 
 Lane idle time is ``K x steady span - area under API in-flight`` over the steady state (first chunk start to last
 chunk start), from the emulator's event log (``bench/api_timeline.py``). The switching cost is the difference
-between the two runs, printed per switch (lane-seconds) and as a share of the lane time (K x steady span) of the run
-with switches. Graph lanes spend most of their time waiting for a running query; Exchange chunks here take
-``--exchange-calls`` InvokeCommand calls of 5,000 rows each.
+between the two runs, printed per switch (lane-seconds), as a share of the lane time (K x steady span) of the run
+with switches, and extrapolated to executions of ``--default-m`` chunks (per-switch cost x chunks / M over the lane
+time of the run without switches). Graph lanes spend most of their time waiting for a running query; Exchange chunks
+here take ``--exchange-calls`` InvokeCommand calls of 5,000 rows each.
 
     .venv/bin/python bench/switch_idle.py [--k 3] [--chunks 24] [--per-execution 3]
 """
@@ -32,7 +33,7 @@ from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, body, serve
 
 def run_once(app: Path, source: str, per_execution: int, args: argparse.Namespace) -> tuple[WindowFigures, int]:
     """The window figures and the number of executions of one collection."""
-    per_hour = args.graph_records if source == "graph" else 5000 * args.exchange_calls - 500
+    per_hour = args.graph_records if source == "graph" else args.exchange_records or 5000 * args.exchange_calls - 500
     config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=7, records_per_hour=per_hour)])
     config.graph.completion_delay_seconds = args.graph_latency
     config.graph.completion_jitter_seconds = args.graph_jitter
@@ -61,6 +62,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--chunks", type=int, default=24)
     parser.add_argument("--per-execution", type=int, default=3, help="the small execution budget")
+    parser.add_argument("--default-m", type=int, default=20, help="COLLECTOR_CHUNKS_PER_EXECUTION to extrapolate to")
     parser.add_argument("--sources", nargs="+", default=["graph", "exchange"], choices=["graph", "exchange"])
     parser.add_argument("--graph-latency", type=float, default=2.0)
     parser.add_argument("--graph-jitter", type=float, default=6.0)
@@ -68,6 +70,7 @@ def main() -> None:
     parser.add_argument("--exchange-latency", type=float, default=0.5, help="seconds per InvokeCommand call")
     parser.add_argument("--exchange-jitter", type=float, default=1.5)
     parser.add_argument("--exchange-calls", type=int, default=2, help="5,000-row calls per Exchange chunk")
+    parser.add_argument("--exchange-records", type=float, default=0, help="records per Exchange chunk (overrides)")
     parser.add_argument("--app", action="append", type=parse_app, help="LABEL=DIR of a checkout to run (repeatable)")
     args = parser.parse_args()
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
@@ -80,7 +83,7 @@ def main() -> None:
     )
     print(
         f"{'app':>8} {'source':>8} {'execs':>5} {'idle 1 exec':>11} {'idle switching':>14} "
-        f"{'per switch':>10} {'share of lane time':>18}"
+        f"{'per switch':>10} {'share of lane time':>18} {'share at M=' + str(args.default_m):>14}"
     )
     for source in args.sources:
         for label, app in apps:
@@ -89,9 +92,10 @@ def main() -> None:
             extra = many.lane_idle - single.lane_idle
             switches = max(1, executions - 1)
             share = extra / (args.k * many.steady_span) if many.steady_span else 0.0
+            at_default = (extra / switches) * (args.chunks / args.default_m) / (args.k * single.steady_span)
             print(
                 f"{label:>8} {source:>8} {executions:>5} {single.lane_idle:>10.1f}s {many.lane_idle:>13.1f}s "
-                f"{extra / switches:>9.2f}s {share:>18.1%}",
+                f"{extra / switches:>9.2f}s {share:>18.1%} {at_default:>14.1%}",
                 flush=True,
             )
     print("goal: idle lane time around continue-as-new <= 1% of lane time")

@@ -67,6 +67,8 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
         if window.should_continue_as_new or not window.lanes:
             break
         tasks = [task for task, _, _ in waiting]
+        if not tasks:  # every lane has its step in flight or is parked for a switch: this cannot be empty
+            raise RuntimeError(f"collection {spec.collection_id}: lanes {sorted(window.lanes)} wait for nothing")
         nudge = None
         if added:
             # Why the nudge: Python 1.x reports a task_any with only its *new* children, and the extension's shim

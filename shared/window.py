@@ -149,15 +149,26 @@ class CollectionWindow:
     # --- transitions -----------------------------------------------------------------------------------------
     def resume(self) -> list[Step]:
         """The first steps of the lanes carried from the previous execution: their timers again, or their calls."""
-        steps: list[Step] = []
         for lane in self._carried_lanes:
             self.lanes[lane.id] = lane
+        self._carried_lanes = []
+        return self._unpark()
+
+    def _unpark(self) -> list[Step]:
+        """Steps for the parked lanes: a timer at the due time they kept, or their call at once.
+
+        Also when a switch is called off (the collection is doomed, or a lane started while switching took the
+        last waiting chunk): the execution then ends when its lanes do, and parked lanes must go on in it.
+        """
+        steps: list[Step] = []
+        for lane in self.lanes.values():
             parked, lane.parked = lane.parked, None
+            if parked is None:
+                continue
             if parked == PARKED_TIMER and lane.due is not None and lane.due > self.now:
                 steps += self._wait(lane, lane.due)
             else:
                 steps += self._next_call(lane)
-        self._carried_lanes = []
         return steps
 
     def fill(self) -> list[Step]:
@@ -176,6 +187,8 @@ class CollectionWindow:
                 chunk = self.spec.planned_chunk(self.state.cursor)
                 self.state.cursor += 1
             steps += self._start_lane(chunk)
+        if not self.switching:
+            steps += self._unpark()
         return steps
 
     def _start_lane(self, chunk: Chunk) -> list[Step]:

@@ -20,8 +20,10 @@ import pytest
 
 from shared.audit.config import AuditApiConfig
 from shared.audit.exchange import ExchangeAuditClient
+from shared.audit.exchange_paging import SessionBrokenError, SessionCursor
+from shared.audit.http import AmbiguousResponseError
 from shared.audit.ports import AuditFilters, TimeWindow
-from shared.errors import ConfigError, PermanentApiError
+from shared.errors import ConfigError, NeedsSplitError, PermanentApiError
 from shared.records import Deduplicator
 from tests.audit.scripted_server import FakeTokens, Recorded, Reply, scripted_server
 
@@ -208,3 +210,61 @@ def test_a_tenant_without_its_initial_domain_cannot_be_routed(tenant: str) -> No
     with pytest.raises(ConfigError) as info:
         ExchangeAuditClient(config, tokens=FakeTokens())
     assert info.value.setting == "tenant_id" and "onmicrosoft.com" in str(info.value)
+
+
+def _blocks(client: ExchangeAuditClient, cursor: SessionCursor, **kwargs: Any) -> list[list[str]]:
+    """One cmdlet call per block, the cursor carried between them as its JSON fields (another process each)."""
+    out: list[list[str]] = []
+    while not cursor.done:
+        ids = [r["id"] for page in client.read_block(WINDOW, AuditFilters(), cursor, record_type=None, **kwargs)
+               for r in page.records]  # fmt: skip
+        out.append(ids)
+        fields = (cursor.session_id, cursor.next_index, cursor.result_count, cursor.limit)
+        cursor = SessionCursor(fields[0], limit=fields[3])
+        cursor.next_index, cursor.result_count = fields[1], fields[2]
+    return out
+
+
+def test_a_session_read_one_call_at_a_time_is_exact_with_the_cursor_carried_between_calls() -> None:
+    api = PagedInvokeCommand(count=12_345, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        blocks = _blocks(client_for(srv.base_url), SessionCursor("s-1"))
+    assert [len(b) for b in blocks] == [5000, 5000, 2345]  # one cmdlet call each, its 1,000-row pages followed
+    assert [i for b in blocks for i in b] == expected(12_345)
+    assert api.sessions == ["s-1"]
+
+
+def test_a_call_whose_session_moved_on_without_the_caller_is_a_broken_session() -> None:
+    api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        client = client_for(srv.base_url)
+        cursor = SessionCursor("s-1")
+        assert len([p for p in client.read_block(WINDOW, AuditFilters(), cursor, record_type=None)]) == 5
+        stale = SessionCursor("s-1")  # the cursor before that call: its result never reached the lane
+        with pytest.raises(SessionBrokenError):
+            list(client.read_block(WINDOW, AuditFilters(), stale, record_type=None))
+
+
+def test_a_lost_first_page_of_a_call_is_ambiguous_and_nothing_is_yielded() -> None:
+    api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000, lose_block=(1, 2))
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        client = client_for(srv.base_url)
+        cursor = SessionCursor("s-1")
+        list(client.read_block(WINDOW, AuditFilters(), cursor, record_type=None))
+        with pytest.raises(AmbiguousResponseError):
+            next(iter(client.read_block(WINDOW, AuditFilters(), cursor, record_type=None)))
+    assert cursor.next_index == 5001  # the caller starts a new session; this one stays where it was
+
+
+def test_a_session_over_the_cap_splits_or_is_read_up_to_the_cap() -> None:
+    api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        client = client_for(srv.base_url, session_cap=7_500)
+        with pytest.raises(NeedsSplitError):
+            list(client.read_block(WINDOW, AuditFilters(), SessionCursor("s-1"), record_type=None))
+        blocks = _blocks(client, SessionCursor("s-2"), allow_over_cap=True)
+    assert [len(b) for b in blocks] == [5000, 2500] and [i for b in blocks for i in b] == expected(7_500)

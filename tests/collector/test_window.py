@@ -461,3 +461,78 @@ def test_while_switching_a_lane_keeps_working_if_its_call_ends_before_the_slowes
         (2, "call", 3, 25.0),
     ]
     assert all(lane.cursor == cursor for lane in carried.lanes)
+
+
+def test_a_switch_called_off_sends_the_parked_lanes_on_in_this_execution() -> None:
+    # Doom while switching: the execution ends with its lanes, so a parked lane must go on here.
+    window = CollectionWindow(spec(6, 2, m=2, poll_interval_seconds=60, poll_min_interval_seconds=60), now=T0)
+    window.fill()
+    assert window.switching
+    assert window.on_result(0, ActivityResult.success({"queryId": "q-0"})) == []  # parked with its due time
+    doom = ActivityResult(False, error=ActivityError("permission", "AuditLogsQuery.Read.All missing", True))
+    assert window.on_result(1, doom) == []
+    assert not window.switching and not window.should_continue_as_new
+    window.now = T0 + timedelta(seconds=30)
+    (timer,) = window.fill()  # lane 0 goes on: its timer again, at the due time it kept
+    assert timer == Wait(0, T0 + timedelta(seconds=60)) and window.lanes[0].parked is None
+    # A lane started while switching took the last chunk: nothing waits any more, no switch.
+    cursor = {"typeIndex": 0, "sessionId": "s", "nextIndex": 21}
+    hours = [Chunk(T0 + timedelta(hours=i), T0 + timedelta(hours=i + 1)) for i in range(3)]
+    lanes = [
+        Lane(i, hours[i], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=took, parked="call")
+        for i, took in enumerate([10.0, 60.0, 50.0])
+    ]
+    window = CollectionWindow(spec(5, 3, "exchange", m=1), Carried(cursor=3, next_lane=3, lanes=lanes), now=T0)
+    first = window.resume()
+    going_on = ActivityResult.success({"cursor": cursor})
+    window.now = T0 + timedelta(seconds=10)
+    assert isinstance(first[0], CallActivity)
+    window.on_result(0, summary_for(first[0]))
+    (started,) = window.fill()  # chunk 3: the one start this execution may make; chunk 4 still waits
+    assert started.lane == 3 and window.switching
+    for moment in range(12, 52, 2):
+        window.now = T0 + timedelta(seconds=moment)
+        assert len(window.on_result(3, going_on)) == 1  # 2-second calls fit before lane 1's (ends at 60 s)
+        if moment == 48:
+            window.now = T0 + timedelta(seconds=49)
+            assert window.on_result(2, going_on) == [] and window.lanes[2].parked == "call"  # 49 + 49 > 60
+    window.now = T0 + timedelta(seconds=52)
+    assert isinstance(started, CallActivity)
+    assert window.on_result(3, summary_for(started)) == []
+    steps = window.fill()  # chunk 4 fits before 60 s too: nothing is left waiting, the switch is off
+    assert not window.switching and not window.has_pending()
+    assert sorted(s.lane for s in steps) == [2, 4] and window.lanes[2].parked is None  # lane 2 goes on here
+
+
+def three_calls(step: CallActivity, window: CollectionWindow) -> ActivityResult:
+    """Exchange chunks of three calls each (the cursor counts them); Graph as ``happy``."""
+    if step.name != names.ACTIVITY_EXCHANGE_COLLECT:
+        return happy(step, window)
+    done = int((step.input.get("cursor") or {}).get("calls", 0)) + 1
+    if done == 3:
+        return summary_for(step)
+    return ActivityResult.success({"cursor": {"calls": done}})
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 25),
+    k=st.integers(1, 5),
+    m=st.integers(1, 6),
+    seed=st.integers(0, 10**6),
+    source=st.sampled_from(["graph", "exchange"]),
+)
+def test_every_chunk_completes_once_across_switches(n: int, k: int, m: int, seed: int, source: str) -> None:
+    carried: Carried | None = None
+    rng = random.Random(seed)
+    issued: list[Step] = []
+    for execution in range(1, 10 * n + 2):
+        window = CollectionWindow(spec(n, k, source, m=m), carried, now=T0 + timedelta(hours=execution))
+        issued += run(window, three_calls, rng)
+        if not window.should_continue_as_new:
+            break
+        carried = Carried.from_json(window.carry().to_json())
+    assert window.finished and window.state.completed == n and window.state.failed == 0
+    assert window.state.execution == execution
+    first_calls = {s.input["chunk"]["start"] for s in issued if isinstance(s, CallActivity) and s.input["attempt"] == 1}
+    assert len(first_calls) == n  # every planned chunk was worked on, none lost at a switch
