@@ -247,8 +247,11 @@ class CollectionWindow:
             if lane.polls >= self.options.max_polls:
                 error = ActivityError("poll_timeout", f"query still running after {lane.polls} status checks")
                 return self._conclude(lane, ("failed", self._failure(lane, error)))
-            running = (self.now - (lane.submitted_at or self.now)).total_seconds()
-            return self._wait(lane, later(self.now, self.options.next_poll(running)))
+            # Counted from when this check was issued, not from when its answer arrived: the delay of delivering
+            # the answer is not added to every interval, so checks stay a fraction of the running time apart.
+            checked = checked_at or self.now
+            running = (checked - (lane.submitted_at or checked)).total_seconds()
+            return self._wait(lane, max(self.now, later(checked, self.options.next_poll(running))))
         if outcome == chunk_rules.FAILED:
             error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', 'failed')}")
             return self._conclude(lane, ("failed", self._failure(lane, error)))

@@ -536,3 +536,20 @@ def test_every_chunk_completes_once_across_switches(n: int, k: int, m: int, seed
     assert window.state.execution == execution
     first_calls = {s.input["chunk"]["start"] for s in issued if isinstance(s, CallActivity) and s.input["attempt"] == 1}
     assert len(first_calls) == n  # every planned chunk was worked on, none lost at a switch
+
+
+def test_the_next_check_counts_from_when_the_last_was_issued_not_from_its_answer() -> None:
+    options = {"poll_interval_seconds": 100, "poll_min_interval_seconds": 1, "poll_max_interval_seconds": 1000}
+    window = CollectionWindow(spec(1, 1, **options), now=T0)
+    window.fill()
+    (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q"}))
+    window.now = wait.until  # 100 s after the submit
+    window.on_timer(0)
+    window.now = wait.until + timedelta(seconds=3)  # the answer took 3 s to come back
+    (again,) = window.on_result(0, PENDING)
+    assert again == Wait(0, T0 + timedelta(seconds=110))  # 100 + a tenth of 100, not 103 + 10
+    window.now = T0 + timedelta(seconds=200)
+    window.on_timer(0)
+    window.now = T0 + timedelta(seconds=230)  # an answer later than the next check was due (200 + 20)
+    (late,) = window.on_result(0, PENDING)
+    assert late.until == window.now  # due at once
