@@ -7,12 +7,13 @@ they stream to the sink and only counts plus a claim check (object name, SHA-256
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from activities.chunk_writer import write_chunk
-from shared import chunk_rules
+from shared import chunk_rules, names
 from shared.audit.ports import (
     AuditQueryApi,
     AuditSearchApi,
@@ -21,7 +22,7 @@ from shared.audit.ports import (
 from shared.errors import CollectorError, NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
-from shared.sinks.base import ChunkSink
+from shared.sinks.base import ChunkSink, write_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -50,19 +51,30 @@ def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
         return ActivityResult.failure(exc).to_json()
 
 
-def graph_submit(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
+def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
     chunk = Chunk.from_json(payload["chunk"])
 
     def body() -> ActivityResult:
         display = query_display_name(str(payload["collectionId"]), chunk)
+        # An earlier run may have created the query: a failed attempt, or this very attempt run twice (the worker
+        # died after the create, before its result was recorded: crash points C8/C9, where the payload's ``attempt``
+        # is unchanged). Reuse it: the quota counts creates, and a lost id would leak a live query. The chunk's
+        # submit record says what earlier runs did; only a run that died between its intent and its id leaves the
+        # question open, and only then is the tenant's query list searched by name (a page per hundred queries).
+        record = names.query_record_name(
+            names.chunk_object_name(str(payload["tenantId"]), str(payload["collectionId"]), chunk.start, chunk.end)
+        )
+        earlier = sink.read_bytes(record)
+        known = json.loads(earlier).get("queryId") if earlier is not None else None
+        if known:
+            return ActivityResult.success({"queryId": str(known)})
         query_id = None
-        if isinstance(api, FindsQueries):
-            # An earlier run may have created the query: a failed attempt, or this very attempt run twice (the worker
-            # died after the create, before its result was recorded: crash points C8/C9, where the payload's
-            # ``attempt`` is unchanged). Reuse it: the quota counts creates, and a lost id would leak a live query.
+        if earlier is not None and isinstance(api, FindsQueries):
             query_id = api.find_query(chunk.window(), display_name=display)
         if query_id is None:
+            write_bytes(sink, record, json.dumps({"displayName": display}).encode())
             query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
+        write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id}).encode())
         return ActivityResult.success({"queryId": query_id})
 
     return _guard(body)
@@ -156,9 +168,8 @@ def finalize(sink: ChunkSink, payload: JsonDict) -> JsonDict:
 
 
 def _forget_parts(sink: ChunkSink, tenant_id: str, collection_id: str) -> None:
-    """Part records a commit never cleaned up (a chunk split after some calls, a run nobody waited for)."""
-    from shared import names
-
+    """Submit records, and part records a commit never cleaned up (a chunk split after some calls, a run nobody
+    waited for)."""
     try:
         for name in sink.list_names(names.parts_prefix(tenant_id, collection_id)):
             sink.delete(name)

@@ -22,7 +22,11 @@ def _api_or_error(payload: JsonDict) -> tuple[object, JsonDict | None]:
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_SUBMIT)  # type: ignore[untyped-decorator]
 def graph_submit_activity(payload: JsonDict) -> JsonDict:
     api, error = _api_or_error(payload)
-    return error or bodies.graph_submit(api, payload)  # type: ignore[arg-type]
+    try:
+        sink = runtime.sink()
+    except CollectorError as exc:
+        return ActivityResult.failure(exc).to_json()
+    return error or bodies.graph_submit(api, sink, payload)  # type: ignore[arg-type]
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_COLLECT)  # type: ignore[untyped-decorator]

@@ -77,7 +77,8 @@ def summary_object_name(chunk_name: str) -> str:
 
 
 def parts_prefix(tenant_id: str, collection_id: str) -> str:
-    """``<tenant>/<collection>/parts/``: what a chunk written in parts keeps about each part until its commit."""
+    """``<tenant>/<collection>/parts/``: records of work in progress (a chunk's parts until their commit, what its
+    submits created), removed once the manifest is written."""
     return f"{collection_prefix(tenant_id, collection_id)}parts/"
 
 
@@ -87,6 +88,14 @@ def part_record_name(chunk_name: str, key: str) -> str:
     if not sep or not file.endswith(".jsonl") or not key.isalnum():
         raise ValueError(f"not a chunk object name or part key: {chunk_name!r}, {key!r}")
     return f"{head}/parts/{file.removesuffix('.jsonl')}/{key}.json"
+
+
+def query_record_name(chunk_name: str) -> str:
+    """What a Graph chunk's submits created (the query id), under ``parts/``: read before any create."""
+    head, sep, file = chunk_name.rpartition("/chunks/")
+    if not sep or not file.endswith(".jsonl"):
+        raise ValueError(f"not a chunk object name: {chunk_name!r}")
+    return f"{head}/parts/{file.removesuffix('.jsonl')}/query.json"
 
 
 def manifest_object_name(tenant_id: str, collection_id: str) -> str:

@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from activities import bodies
 from shared.audit.ports import AuditFilters, TimeWindow
+from shared.errors import TransientApiError
 from shared.models import ActivityResult, Chunk, ChunkSummary
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import T0, FakeQueryApi, FakeSearchApi, synthetic
@@ -47,22 +48,32 @@ def test_display_name_is_deterministic_per_collection_and_window() -> None:
 
 
 def test_retried_submit_reuses_the_query_an_earlier_attempt_created() -> None:
-    api = NamedQueryApi(records=synthetic(T0, 2, 10))
-    first = ActivityResult.from_json(bodies.graph_submit(api, payload()))
-    again = ActivityResult.from_json(bodies.graph_submit(api, payload(attempt=2)))
-    assert again.data["queryId"] == first.data["queryId"] and api.created == 1 and api.lookups == 2
+    api, sink = NamedQueryApi(records=synthetic(T0, 2, 10)), MemorySink()
+    first = ActivityResult.from_json(bodies.graph_submit(api, sink, payload()))
+    again = ActivityResult.from_json(bodies.graph_submit(api, sink, payload(attempt=2)))
+    assert again.data["queryId"] == first.data["queryId"] and api.created == 1
 
 
-def test_every_submit_looks_first_and_a_miss_creates() -> None:
-    # Attempt 1 looks too: the same attempt can run twice (crash after the create, before its result was recorded).
-    api = NamedQueryApi(records=synthetic(T0, 2, 10))
-    ActivityResult.from_json(bodies.graph_submit(api, payload()))
-    assert api.lookups == 1 and api.created == 1
-    rerun = ActivityResult.from_json(bodies.graph_submit(api, payload()))
-    assert rerun.data["queryId"] == "q1" and api.created == 1
+def test_a_submit_lists_queries_only_when_an_earlier_run_may_have_created_one_unrecorded() -> None:
+    # Listing every query of the tenant to find one by name costs a page per hundred queries: a collection's own
+    # record of what its submits created makes the common case one small read, and keeps a rerun from a second create.
+    api, sink = NamedQueryApi(records=synthetic(T0, 2, 10)), MemorySink()
+    ActivityResult.from_json(bodies.graph_submit(api, sink, payload()))
+    assert api.lookups == 0 and api.created == 1
+    # The same attempt run twice (crash after the create, before its result was recorded): the record has its id.
+    rerun = ActivityResult.from_json(bodies.graph_submit(api, sink, payload()))
+    assert rerun.data["queryId"] == "q1" and api.created == 1 and api.lookups == 0
+    # A run that died between recording its intent and recording the id: only then is the list searched by name.
     other = Chunk(CHUNK.end, CHUNK.end + timedelta(hours=1))
-    retried = bodies.graph_submit(api, {**payload(attempt=3), "chunk": other.to_json()})
-    assert ActivityResult.from_json(retried).data["queryId"] == "q2" and api.created == 2
+    api.errors["create"] = [TransientApiError("lost response")]
+    lost = ActivityResult.from_json(bodies.graph_submit(api, sink, {**payload(), "chunk": other.to_json()}))
+    assert not lost.ok and api.created == 1
+    api.names["q-lost"] = (bodies.query_display_name("c1", other), other.window())  # it was created after all
+    retried = bodies.graph_submit(api, sink, {**payload(attempt=2), "chunk": other.to_json()})
+    assert ActivityResult.from_json(retried).data["queryId"] == "q-lost" and api.lookups == 1 and api.created == 1
+    third = Chunk(other.end, other.end + timedelta(hours=1))
+    fresh = bodies.graph_submit(api, sink, {**payload(attempt=3), "chunk": third.to_json()})
+    assert ActivityResult.from_json(fresh).data["queryId"] == "q2" and api.created == 2 and api.lookups == 1
 
 
 def test_exchange_minimum_window_writes_up_to_the_cap_and_is_incomplete() -> None:

@@ -47,7 +47,7 @@ def exchange_activities(api: FakeSearchApi, sink: MemorySink) -> dict[str, Any]:
 
 def graph_activities(api: FakeQueryApi, sink: MemorySink) -> dict[str, Any]:
     return {
-        names.ACTIVITY_GRAPH_SUBMIT: lambda p: bodies.graph_submit(api, p),
+        names.ACTIVITY_GRAPH_SUBMIT: lambda p: bodies.graph_submit(api, sink, p),
         names.ACTIVITY_GRAPH_COLLECT: lambda p: bodies.graph_collect(api, sink, p),
         names.ACTIVITY_GRAPH_DELETE: lambda p: bodies.graph_delete(api, p),
         names.ACTIVITY_FINALIZE: lambda p: bodies.finalize(sink, p),
