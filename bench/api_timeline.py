@@ -12,10 +12,15 @@ Definitions (used by ``window_busy.py``, ``switch_idle.py`` and ``graph_polling.
   no chunk at the API.
 * A **refill gap** is the time from a chunk ending to the next chunk starting in the lane it freed (the i-th end is
   matched with the (K+i)-th start).
+* The **zero-gap greedy makespan** is what K lanes would take for the same chunks (same d, same start order) if each
+  chunk started the instant a lane freed: the makespan an online scheduler that cannot know d in advance reaches with
+  no overhead at all. ``makespan / greedy`` is the scheduler's own overhead; ``greedy / bound`` is the tail that no
+  such scheduler avoids (a lane still busy with a long chunk while the others have nothing left to start).
 """
 
 from __future__ import annotations
 
+import heapq
 import statistics
 from dataclasses import dataclass
 
@@ -59,6 +64,8 @@ class WindowFigures:
     lane_idle: float
     """Lane-seconds without a chunk at the API during the steady state."""
     refill_gaps: list[float]
+    greedy: float
+    """Zero-gap greedy makespan of the same chunks in the same start order."""
 
     @property
     def bound(self) -> float:
@@ -109,7 +116,16 @@ def window_figures(spans: list[Span], k: int) -> WindowFigures:
         steady_span=span,
         lane_idle=k * span - area,
         refill_gaps=gaps,
+        greedy=greedy_makespan([s.seconds for s in spans], k),
     )
+
+
+def greedy_makespan(durations: list[float], k: int) -> float:
+    """K lanes, each chunk started the moment a lane is free, in the given order."""
+    lanes = [0.0] * k
+    for duration in durations:
+        heapq.heappush(lanes, heapq.heappop(lanes) + duration)
+    return max(lanes)
 
 
 def noticing_delays(stats: Stats, tenant_id: str) -> list[tuple[float, float, int]]:

@@ -11,7 +11,9 @@ Measured from the emulator's own event log (``bench/api_timeline.py`` defines ea
 * ``busy``: mean API in-flight / K over the steady state (goal: >= 0.95);
 * ``makespan / bound``: first API call to last, over max(sum(d)/K, max(d)) where d is each chunk's API-busy time
   (goal: <= 1.05);
-* the median refill gap (a chunk ends -> the next starts in its lane).
+* the median refill gap (a chunk ends -> the next starts in its lane);
+* ``greedy / bound``: the tail no online scheduler avoids with these chunks (the zero-gap greedy schedule of the same
+  d in the same order), and ``makespan / greedy``: what this scheduler adds to it.
 
 ``--app LABEL=DIR`` runs another checkout of this repository (e.g. ``--app before=/tmp/base --app after=.``) so a
 before/after comparison is measured side by side in one run.
@@ -96,7 +98,7 @@ def main() -> None:
     )
     print(
         f"{'app':>8} {'source':>8} {'K':>2} {'busy':>6} {'makespan':>9} {'bound':>7} {'ratio':>6} "
-        f"{'median gap':>11} {'mean d':>7}"
+        f"{'greedy/bound':>12} {'makespan/greedy':>15} {'median gap':>11} {'mean d':>7}"
     )
     for source in args.sources:
         for k in args.ks:
@@ -104,7 +106,8 @@ def main() -> None:
                 f = run_once(app, source, k, args)
                 print(
                     f"{label:>8} {source:>8} {k:>2} {f.busy_fraction:>6.1%} {f.makespan:>8.1f}s {f.bound:>6.1f}s "
-                    f"{f.makespan_ratio:>6.3f} {f.median_gap:>10.2f}s {f.sum_d / f.chunks:>6.2f}s",
+                    f"{f.makespan_ratio:>6.3f} {f.greedy / f.bound:>12.3f} {f.makespan / f.greedy:>15.3f} "
+                    f"{f.median_gap:>10.2f}s {f.sum_d / f.chunks:>6.2f}s",
                     flush=True,
                 )
     print("goal: busy >= 95.0%, ratio (makespan / max(sum d / K, max d)) <= 1.05")
