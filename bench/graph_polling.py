@@ -65,6 +65,7 @@ def main() -> None:
     parser.add_argument("--jitter", type=float, default=25.0, help="spread of query durations, seconds")
     parser.add_argument("--scale", type=float, default=60.0, help="production settings divided by this")
     parser.add_argument("--app", action="append", type=parse_app, help="LABEL=DIR of a checkout to run (repeatable)")
+    parser.add_argument("--detail", action="store_true", help="also list the queries noticed later than 10%%")
     args = parser.parse_args()
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         os.environ.pop(name, None)
@@ -87,6 +88,11 @@ def main() -> None:
             f"{statistics.median(d for _, d, _ in rows):>11.2f}s {statistics.mean(p for _, _, p in rows):>18.2f}",
             flush=True,
         )
+        if args.detail:
+            for duration, delay, polls in sorted(rows):
+                if delay > 0.1 * duration:
+                    late = f"{delay:4.2f} s late ({delay / duration:.0%})"
+                    print(f"         ran {duration:5.2f} s, noticed {late}, {polls} checks")
     print("goal: noticing delay <= 10% of the query's duration")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -74,6 +75,7 @@ def main() -> None:
     parser.add_argument("--source", default="graph", choices=["graph", "exchange"])
     parser.add_argument("--records-per-hour", type=float, default=20.0)
     parser.add_argument("--per-execution", type=int, default=0, help="COLLECTOR_CHUNKS_PER_EXECUTION (0: default)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each (app, N), interleaved; the median counts")
     parser.add_argument("--app", action="append", type=parse_app, help="LABEL=DIR of a checkout to run (repeatable)")
     args = parser.parse_args()
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
@@ -82,17 +84,22 @@ def main() -> None:
 
     print(f"{args.source}, K={args.k}, zero-latency emulator, {args.records_per_hour:g} records per chunk")
     print(f"{'app':>8} {'N':>6} {'CPU s':>8} {'wall s':>8} {'CPU ms/chunk':>13} {'chunks/s':>9} {'executions':>10}")
-    per_chunk: dict[tuple[str, int], float] = {}
-    for n in args.ns:
-        for label, app in apps:
-            cpu, wall, summary = run_once(app, n, args)
-            per_chunk[(label, n)] = cpu / n
-            executions = summary.get("progress", {}).get("execution")  # type: ignore[union-attr]
-            print(
-                f"{label:>8} {n:>6} {cpu:>8.1f} {wall:>8.1f} {1000 * cpu / n:>13.1f} {n / wall:>9.2f} "
-                f"{executions!s:>10}",
-                flush=True,
-            )
+    runs: dict[tuple[str, int], list[float]] = {}
+    for _ in range(args.repeat):
+        for n in args.ns:
+            for label, app in apps:
+                cpu, wall, summary = run_once(app, n, args)
+                runs.setdefault((label, n), []).append(cpu / n)
+                executions = summary.get("progress", {}).get("execution")  # type: ignore[union-attr]
+                print(
+                    f"{label:>8} {n:>6} {cpu:>8.1f} {wall:>8.1f} {1000 * cpu / n:>13.1f} {n / wall:>9.2f} "
+                    f"{executions!s:>10}",
+                    flush=True,
+                )
+    per_chunk = {key: statistics.median(values) for key, values in runs.items()}
+    if args.repeat > 1:
+        for (label, n), value in per_chunk.items():
+            print(f"{label} N={n}: median {1000 * value:.1f} ms per chunk over {args.repeat} runs")
     small, large = min(args.ns), max(args.ns)
     for label, _ in apps:
         if small != large:
