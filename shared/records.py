@@ -8,10 +8,14 @@ Malformed records obey the same rules (``Quarantine``), so a broken record is co
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Container, Iterable
 from datetime import UTC, datetime
 
 from shared.audit.ports import AuditRecord, MalformedRecord, TimeWindow
+
+_CANONICAL = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z").fullmatch
+"""Text that ``format_timestamp`` writes (a 4-digit year, fractions without trailing zeros, 'Z')."""
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -39,6 +43,21 @@ def format_timestamp(moment: datetime) -> str:
     if utc.microsecond:
         text += f".{utc.microsecond:06d}".rstrip("0")
     return text + "Z"
+
+
+def canonical_time(text: str) -> tuple[str, datetime]:
+    """``(format_timestamp(moment), moment)`` for a timestamp text, parsed once.
+
+    Text already in ``format_timestamp``'s form (what Graph sends, and what the normalisers write) is its own
+    canonical form and is parsed without the general path's rewriting.
+
+    Raises:
+        ValueError: not a timestamp.
+    """
+    if _CANONICAL(text) is not None:
+        return text, datetime.fromisoformat(text)
+    moment = parse_timestamp(text)
+    return format_timestamp(moment), moment
 
 
 def parse_record_time(record: AuditRecord) -> datetime:

@@ -36,7 +36,7 @@ from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig, is_initial_domain
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor, int_field, is_empty_result
 from shared.audit.http import AmbiguousResponseError, ApiIdentity, http_client_for
-from shared.audit.normalise import normalise_exchange_row, page_of, pascal
+from shared.audit.normalise import exchange_item, page_of, pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
 from shared.errors import (
     ConfigError,
@@ -351,7 +351,7 @@ class ExchangeAuditClient:
                 cursor.accept(kept)
                 if first and cursor.result_count is not None and not up_to_cap:
                     self._check_cap(cursor.result_count, window, record_type)
-                page = page_of(kept, normalise_exchange_row)
+                page = page_of(kept, exchange_item)
                 if page.malformed:
                     logger.warning(
                         "session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed)
