@@ -322,7 +322,7 @@ class ExchangeApi:
         return {
             "RunspaceId": runspace,
             "RecordType": record.template.exchange_type,
-            "CreationDate": record.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "CreationDate": record.created_text,
             "UserIds": record.user.upn,
             "Operations": record.template.operation,
             "AuditData": text,
