@@ -94,8 +94,9 @@ class ChunkRecords:
                 inside.append((record, record_id, moment))
             else:
                 self.trimmed += 1
-        first_time = self.seen.first_time
-        fresh = [record for record, record_id, _ in inside if first_time(record_id)]
+        add = self.seen.add
+        fresh = [record for record, record_id, _ in inside if add(record_id)]
+        self.seen.duplicates_removed += len(inside) - len(fresh)
         if not fresh:
             return b""
         try:

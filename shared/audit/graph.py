@@ -224,6 +224,7 @@ class GraphAuditClient:
             if body is None:
                 raise PermanentApiError(f"Graph returned an empty records response for query {query_id}")
             page, next_link = parse_records_page(body)
+            del body  # the raw items are copied into the page: do not keep them while the page is processed
             if page.malformed:
                 logger.warning("query %s: %d malformed record(s) quarantined", query_id, len(page.malformed))
             yield page

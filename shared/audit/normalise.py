@@ -24,6 +24,25 @@ Normalised: TypeAlias = tuple[AuditRecord, datetime] | MalformedRecord
 
 _MAX_RAW = 64_000  # keep quarantine entries bounded even if a record is huge
 
+_RECORD_PROPERTIES = frozenset(
+    {
+        "id",
+        "createdDateTime",
+        "auditLogRecordType",
+        "operation",
+        "organizationId",
+        "userType",
+        "userId",
+        "service",
+        "objectId",
+        "userPrincipalName",
+        "clientIp",
+        "administrativeUnits",
+        "auditData",
+    }
+)
+"""The properties of Graph's ``auditLogRecord``; any other key (``@odata.type`` above all) is looked at one by one."""
+
 # UAL AuditData.UserType (integer) -> Graph auditLogUserType (string).
 _USER_TYPES = {
     0: "regular",
@@ -102,7 +121,10 @@ def graph_item(raw: Any) -> Normalised:
             return malformed(f"record {record_id} auditData is not JSON: {exc.msg}")
     if audit_data is not None and not isinstance(audit_data, dict):
         return malformed(f"record {record_id} auditData is not a JSON object")
-    record = {key: value for key, value in raw.items() if not key.startswith("@odata.")}
+    record = dict(raw)
+    for key in record.keys() - _RECORD_PROPERTIES:  # a set difference in C: usually just {"@odata.type"}
+        if key.startswith("@odata."):
+            del record[key]
     record["createdDateTime"] = created[0]
     record["auditData"] = audit_data if audit_data is not None else {}
     return record, created[1]
