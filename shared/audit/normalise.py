@@ -193,16 +193,24 @@ def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
     return result[0] if isinstance(result, tuple) else result
 
 
-def page_of(items: Iterable[Any], normalise: Callable[[Any], Normalised]) -> RecordPage:
-    """One page of normalised records (with their parsed times), the ones that failed quarantined beside them."""
+def page_of(items: Iterable[Any], normalise: Callable[[Any], Normalised | AuditRecord]) -> RecordPage:
+    """One page of normalised records (with their parsed times), the ones that failed quarantined beside them.
+
+    ``normalise`` is :func:`graph_item` or :func:`exchange_item`; one that returns bare records (such as
+    :func:`normalise_graph_record`) still works, and the writer then parses the times itself.
+    """
     records: list[AuditRecord] = []
-    times: list[datetime] = []
+    times: list[datetime] | None = []
     malformed: list[MalformedRecord] = []
     for item in items:
         result = normalise(item)
         if isinstance(result, tuple):
             records.append(result[0])
-            times.append(result[1])
-        else:
+            if times is not None:
+                times.append(result[1])
+        elif isinstance(result, MalformedRecord):
             malformed.append(result)
+        else:
+            records.append(result)
+            times = None
     return RecordPage(records, malformed, times)

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from activities.chunk_writer import write_chunk
 from m365_emulator.config import TenantSpec
 from m365_emulator.synth import hour_records
-from shared.audit.normalise import exchange_item, graph_item, page_of
+from shared.audit.normalise import exchange_item, graph_item, normalise_graph_record, page_of
 from shared.audit.ports import MalformedRecord, RecordPage, TimeWindow
 from shared.errors import TransientApiError
 from shared.models import Chunk, ChunkSummary
@@ -116,6 +116,13 @@ def test_the_output_is_the_plain_rules_bytes_for_emulator_records(normalise: Any
     # Pages built without parsed times (another adapter, a test fake) give the same object.
     untimed = [RecordPage(list(page.records), list(page.malformed)) for page in pages]
     assert _write(untimed)[0].read_bytes(summary.blob) == expected
+
+
+def test_a_normaliser_that_returns_bare_records_still_makes_pages() -> None:
+    items = [record(1, T0), {"id": "no-time"}, record(2, T0 + timedelta(minutes=1))]
+    page = page_of(items, normalise_graph_record)
+    assert [r["id"] for r in page.records] == ["rec-000001", "rec-000002"] and page.times is None
+    assert len(page.malformed) == 1
 
 
 GUIDS = st.uuids().map(str)
