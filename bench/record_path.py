@@ -3,14 +3,17 @@
 The path measured is the one an export activity runs: ``GraphAuditClient.iter_record_pages`` (or the Exchange
 client's session) over real HTTPS against the emulator, then ``activities.chunk_writer.write_chunk`` into a
 ``LocalFolderSink`` (trim to the window, de-duplicate by id, serialise JSONL, SHA-256, fsync, atomic rename). The
-emulator runs with zero latency (queries finish at once, no throttling, no broken pages) in its own process; each
+emulator runs with zero latency (queries finish at once, no throttling, no broken pages; ``--page-latency`` adds a
+wait before each page, as a real service has) in its own process; each
 variant runs in a fresh collector process of its own, so its peak RSS (``getrusage`` high-water mark) is its alone.
 
 Variants, each run against the same emulator in one invocation:
 
 * ``stdlib``: the ``orjson`` import is blocked in the collector process, so the record path uses the standard
   library's ``json`` (what a worker without the wheel would do);
-* ``orjson``: the installed ``orjson`` is used where the record path supports it.
+* ``orjson``: the installed ``orjson`` is used where the record path supports it (the deployed configuration);
+* ``serial``: as ``orjson``, but each page is fetched only after the one before is written (the writer's prefetching
+  replaced by a plain loop in this process only), to show what overlapping fetch and processing gives.
 
 Printed per variant: records written (and the emulator's ground truth, which they must equal), wall seconds from the
 first page request to the summary, records/s, the collector's CPU µs per record, how busy the emulator process was
@@ -44,10 +47,10 @@ CLIENT = "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
 SECRET = "bench-secret-value"
 START = datetime(2024, 6, 1, tzinfo=UTC)
 HOURS = 10
-VARIANTS = ("stdlib", "orjson")
+VARIANTS = ("stdlib", "orjson", "serial")
 
 
-def _serve(conn: Any, records_per_hour: float) -> None:
+def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
     from m365_emulator import (
         AppRegistration,
         EmulatorConfig,
@@ -62,7 +65,7 @@ def _serve(conn: Any, records_per_hour: float) -> None:
         tenants=[TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=3, records_per_hour=records_per_hour)],
         graph=GraphSettings(completion_delay_seconds=0.0, record_count_limit=100_000_000),
         exchange=ExchangeSettings(session_cap=10_000_000, max_concurrent_sessions=10),
-        faults=FaultConfig(broken_page_rate=0.0),
+        faults=FaultConfig(broken_page_rate=0.0, slow_page_seconds=page_latency),
     )
     import psutil
 
@@ -88,7 +91,15 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
     """One collector process: export the whole window as one chunk through ``write_chunk``; report figures."""
     if variant == "stdlib":
         sys.modules["orjson"] = None  # type: ignore[assignment]  # makes ``import orjson`` fail
+    import activities.chunk_writer
     from activities.chunk_writer import write_chunk
+
+    if variant == "serial" and hasattr(activities.chunk_writer, "prefetched"):
+
+        def in_turn(pages: Any, name: str = "") -> Any:
+            yield from pages
+
+        activities.chunk_writer.prefetched = in_turn  # type: ignore[attr-defined]
     from shared.audit.config import AuditApiConfig
     from shared.audit.ports import AuditFilters, QueryState, TimeWindow
     from shared.models import Chunk
@@ -198,13 +209,16 @@ def main() -> int:
     parser.add_argument("--source", choices=("graph", "exchange"), default="graph")
     parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     parser.add_argument("--id-set", type=int, default=200_000, help="ids for the de-duplicator memory comparison")
+    parser.add_argument(
+        "--page-latency", type=float, default=0.0, help="seconds the emulator waits before each page (0: zero latency)"
+    )
     args = parser.parse_args()
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         os.environ.pop(name, None)
 
     ctx = mp.get_context("spawn")
     server, child = ctx.Pipe()
-    emulator = ctx.Process(target=_serve, args=(child, args.records / HOURS), daemon=True)
+    emulator = ctx.Process(target=_serve, args=(child, args.records / HOURS, args.page_latency), daemon=True)
     emulator.start()
     urls = server.recv()
     try:
@@ -213,7 +227,8 @@ def main() -> int:
         server.send("stop")
         emulator.join(timeout=30)
     truth = urls["truth"]
-    print(f"{args.source}: one chunk of {HOURS} h, {truth:,} records in the window, zero-latency emulator")
+    latency = f"{args.page_latency * 1000:.0f} ms per page" if args.page_latency else "zero latency"
+    print(f"{args.source}: one chunk of {HOURS} h, {truth:,} records in the window, emulator at {latency}")
     print(
         f"{'variant':<8} {'records':>9} {'seconds':>8} {'records/s':>10} {'CPU µs/rec':>10} "
         f"{'emulator busy':>13} {'RSS base':>9} {'peak RSS':>9}  sha256"
@@ -226,10 +241,12 @@ def main() -> int:
             f"{r['cpu'] / max(r['records'], 1) * 1e6:>10.1f} {r['emulator_cpu'] / r['seconds']:>12.0%} "
             f"{r['baseline_mib']:>8.1f}M {r['peak_mib']:>8.1f}M  {r['sha256'][:16]}"
         )
-    if len(results) == 2:
-        a, b = (results[v] for v in VARIANTS)
-        print(f"records/s orjson / stdlib {b['seconds'] and (a['seconds'] / b['seconds']):.2f}x")
-        print(f"same output bytes         {a['sha256'] == b['sha256']}")
+    if "orjson" in results:
+        fast = results["orjson"]
+        for other in ("stdlib", "serial"):
+            if other in results:
+                print(f"records/s orjson / {other:<7}{results[other]['seconds'] / fast['seconds']:.2f}x")
+    print(f"same output bytes        {len({r['sha256'] for r in results.values()}) == 1}")
     plain, compact = _id_set_bytes(args.id_set)
     print(f"id set per record        set of str {plain:,.0f} B   Deduplicator {compact:,.0f} B   ({args.id_set:,} ids)")
     print(f"exact (records == truth) {exact}")
