@@ -244,6 +244,11 @@ def _reject_invisible_characters(body: JsonDict) -> None:
             stack += [(field, item) for item in value.values()]
 
 
+def validate_tenant_id(value: Any) -> str:
+    """``tenantId`` checked by the same rules as in ``POST /api/collections`` (for other endpoints: the doctor)."""
+    return _tenant(value)
+
+
 def _tenant(value: Any) -> str:
     if value is None:
         raise InvalidRequest("tenantId", "required", "tenantId is required")
