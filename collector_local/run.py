@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         prog="python -m collector_local",
         description="Collect a synthetic tenant's Unified Audit Log on the local engine + emulator. "
         "Defaults reproduce the seed scenario: the last day in 240-minute chunks, at most 2 at once.",
+        epilog="To check the settings against a real tenant instead: python -m collector_local doctor --help",
     )
     parser.add_argument("--end", type=_utc, default=now, help="end of the range, ISO 8601 (default: now)")
     parser.add_argument("--start", type=_utc, default=None, help="start of the range (default: end - --days)")

@@ -34,8 +34,8 @@ EXCHANGE_MANAGE_AS_APP_FIX = (
 )
 EXCHANGE_ROLE_FIX = (
     "assign the app's service principal a role that includes Exchange's View-Only Audit Logs (or Audit Logs) "
-    "role, for example the Entra role Compliance Administrator or an Exchange role group; changes can take up to "
-    "an hour to apply"
+    "role, for example the Entra role Compliance Administrator or an Exchange role group (a new assignment can "
+    "take a while to apply)"
 )
 ROUTING_FIX = (
     "give the tenant (--tenant / tenantId) as its initial domain <name>.onmicrosoft.com (Entra admin center -> "

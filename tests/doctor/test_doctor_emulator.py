@@ -267,3 +267,33 @@ def test_a_query_that_never_finishes_is_reported_within_the_time_budget(knobs: E
     assert got["graph.records"] == "skipped" and "did not finish" in detail(report, "graph.records")
     assert got["graph.delete"] == "ok"  # the clean-up is still attempted
     assert report.seconds < 24.0 + 10.0  # a bound on a hung run, not a speed figure
+
+
+@pytest.mark.parametrize(
+    ("tenant", "domain", "per_hour"),
+    [
+        ("6e7f8a9b-0c1d-4e2f-8a3b-4c5d6e7f8a9b", "busy.onmicrosoft.com", 200_000.0),
+        ("7f8a9b0c-1d2e-4f3a-9b4c-5d6e7f8a9b0c", "quiet.onmicrosoft.com", 0.5),
+    ],
+)
+def test_the_paging_window_is_narrowed_on_a_busy_tenant_and_given_up_on_a_quiet_one(
+    knobs: Emulator, tmp_path: Path, tenant: str, domain: str, per_hour: float
+) -> None:
+    from m365_emulator import AppRegistration, TenantSpec
+    from tests.doctor.conftest import CLIENT, SECRET
+
+    knobs.add_tenant(TenantSpec(tenant, domain=domain, seed=9, records_per_hour=per_hour))
+    knobs.register_app(AppRegistration(tenant, CLIENT, client_secret=SECRET))
+
+    report = run_doctor(app_env(knobs, folder_output(tmp_path)), domain, "exchange")
+
+    paging = report.result("exchange.paging")
+    if per_hour > 1000:  # 15 minutes hold ~50,000 records: narrowed to a window of 1,000..20,000
+        assert paging.outcome is Outcome.OK, paging.line
+        rows = int(paging.detail.split(" records over")[0].replace(",", ""))
+        assert 1_000 < rows <= 20_000
+        assert "pages of 1,000" in paging.detail and "minutes" in paging.detail
+    else:  # 42 days hold ~500 records
+        assert paging.outcome is Outcome.SKIPPED
+        assert "could not find a window with more than 1,000 records (tried 7 windows" in paging.detail
+        assert report.ok
