@@ -67,3 +67,49 @@ def test_brief_and_setting_names() -> None:
     assert app_setting("client_secret") == "AUDIT_CLIENT_SECRET"
     assert app_setting("OUTPUT_CONTAINER") == "OUTPUT_CONTAINER"
     assert app_setting("tenant_id").startswith("the tenant")
+
+
+class FakeSession:
+    """Stands in for ExchangeAuditClient.iter_record_pages in a unit test of the session read's own logic."""
+
+    def __init__(self, pages: list[list[str]]) -> None:
+        self.pages = pages
+
+    def iter_record_pages(self, window: object, filters: object) -> object:
+        from shared.audit.ports import RecordPage
+
+        return iter([RecordPage([{"id": i} for i in ids]) for ids in self.pages])
+
+
+def read(pages: list[list[str]]) -> ProbeResult:
+    from datetime import UTC, datetime, timedelta
+
+    from shared.audit.ports import TimeWindow
+    from shared.doctor.exchange_probe import ExchangeProbe
+    from shared.doctor.model import Budget
+
+    end = datetime(2026, 1, 1, tzinfo=UTC)
+    probe = ExchangeProbe(config=None, budget=Budget(60), now=lambda: end)  # type: ignore[arg-type]
+    window = TimeWindow(end - timedelta(hours=4), end)
+    rows = sum(len(p) for p in pages)
+    return probe._read_session(FakeSession(pages), window, rows, lambda: True)  # type: ignore[arg-type]
+
+
+def ids(start: int, count: int) -> list[str]:
+    return [f"r{i}" for i in range(start, start + count)]
+
+
+def test_a_session_whose_rows_come_again_differs_from_what_the_collector_assumes() -> None:
+    result = read([ids(0, 1000), ids(0, 1000), ids(1000, 200)])  # a restarted session repeats its first page
+    assert result.outcome is Outcome.DIFFERS
+    assert "1,000 of 2,200 rows came again" in result.detail
+
+
+def test_next_links_are_counted_within_calls_of_5000_rows() -> None:
+    result = read([ids(i * 1000, 1000) for i in range(6)] + [ids(6000, 10)])
+    assert result.outcome is Outcome.OK
+    # Calls start at rows 0 and 5,000: the other five pages came through nextLinks.
+    assert "nextLink followed 5 times" in result.detail and "pages of 1,000 (last 10)" in result.detail
+    one_call_each = read([ids(0, 5000), ids(5000, 1200)])
+    assert "nextLink followed 0 times" in one_call_each.detail
+    assert "over the 1,000 asked" in one_call_each.detail
