@@ -162,7 +162,16 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "format",
             "collectionId must be 1-64 letters, digits, '-' or '_' starting with a letter or digit",
         )
+    if collection_id is not None and collection_id.lower() in RESERVED_IDS:
+        raise InvalidRequest(
+            "collectionId", "reserved", f"collectionId {collection_id!r} is a path of the API (the collections page)"
+        )
     return CollectionRequest(tenant_id, start, end, interval, concurrency, source, filters, collection_id, count)
+
+
+RESERVED_IDS = frozenset({"view"})
+"""Ids that are literal segments of the API's routes: ``GET /api/collections/view`` is the collections page, so a
+collection named ``view`` (routes are case-insensitive) could never show its summary."""
 
 
 def _invisible(text: str) -> str | None:
