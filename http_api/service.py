@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from http_api import live
 from shared import names
 from shared.models import JsonDict, iso
 from shared.planning import ChunkPlan
@@ -113,15 +114,28 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
 
 
 async def collection_summary(client: DurableClient, collection_id: str) -> ApiResponse:
-    """A friendly view over the Durable status: progress while running, totals and failures when done."""
-    status = await client.get_status(collection_id)
+    """A friendly view over the Durable status: progress while running, totals and failures when done, plus what the
+    live page shows (the collection's header from its input, and the chunk grid)."""
+    status = await client.get_status(collection_id, False, False, True)
     runtime = _runtime_status(status)
     if runtime is None:
         return _error(404, "id", "not_found", f"no collection {collection_id}")
-    progress = _json_field(getattr(status, "custom_status", None)) or {}
+    progress = _json_field(getattr(status, "custom_status", None))
+    progress = progress if isinstance(progress, dict) else {}
     output = _json_field(getattr(status, "output", None))
     output = output if isinstance(output, dict) else {}
     source = output or progress
+    payload = _json_field(getattr(status, "input_", None))
+    spec = live.spec_of(payload)
+    if output:
+        failures = [
+            live.with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],
+                           "reason": f["message"], "attempts": f.get("attempts")})
+            for f in output.get("failures", [])
+        ]  # fmt: skip
+    else:
+        failures = live.running_failures(progress.get("grid"))
+    reason = output.get("reason")
     body: JsonDict = {
         "collectionId": collection_id,
         "runtimeStatus": runtime,
@@ -133,13 +147,14 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         },
         "records": source.get("records", 0),
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
-        "failures": [
-            {"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"], "reason": f["message"]}
-            for f in output.get("failures", [])
-        ],
-        "reason": output.get("reason"),
+        "failures": failures,
+        "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,
+        "stopping": progress.get("stopping") if not output else None,
         "manifest": output.get("manifest"),
-        "parentCollectionId": output.get("parentCollectionId"),
+        "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,
+        "parentCollectionId": output.get("parentCollectionId") or (spec.parent_collection_id if spec else None),
+        "collection": live.header(payload, spec),
+        "grid": live.grid(spec, source.get("grid")),
         "createdTime": str(getattr(status, "created_time", "") or ""),
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }

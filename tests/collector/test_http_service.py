@@ -105,7 +105,9 @@ def test_summary_shows_progress_then_results() -> None:
     )
     done = call(service.collection_summary(client, "case-2")).body
     assert done["status"] == "CompletedWithFailures" and done["records"] == 42
-    assert done["failures"] == [{"window": "s/e", "kind": "transient", "reason": "503 x4"}]
+    (failure,) = done["failures"]
+    assert failure == {"window": "s/e", "kind": "transient", "reason": "503 x4", "attempts": 4, "fix": failure["fix"]}
+    assert "maxConcurrency" in failure["fix"]  # what to do about throttling
     assert done["manifest"] == "memory://m"
 
 
