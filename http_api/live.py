@@ -39,8 +39,9 @@ _LIST_SPANS: tuple[timedelta | None, ...] = (
     None,
 )
 LIST_PAGE = 100
-"""Instances one list call returns: the Durable HTTP API's page when no ``top`` is sent (the SDK's list calls send
-none and follow no continuation token), so a list that long may have been cut short."""
+"""Instances one list call returns: the default page size of the extension's ``OrchestrationStatusQueryCondition``
+(``Azure/azure-functions-durable-extension``), used when no ``top`` is sent. The SDK's list calls send none and follow
+no continuation token, so a list that long may have been cut short."""
 MAX_TOP = LIST_PAGE
 _OLDEST = datetime(1970, 1, 1, tzinfo=UTC)
 

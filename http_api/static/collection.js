@@ -296,7 +296,7 @@
     }
     setText("f-chunks", number((p.completed || 0) + (p.failed || 0)) + " / " + number(p.total) + " finished \u00b7 "
       + number(p.failed || 0) + " failed \u00b7 " + number(p.inFlight || 0) + " in flight \u00b7 "
-      + number(p.splits || 0) + " splits");
+      + number(p.splits || 0) + (p.splits === 1 ? " split" : " splits"));
     setText("f-records", number(s.records));
     document.getElementById("bar-fill").style.width = Math.min(100, percent) + "%";
     setText("bar-text", percent.toFixed(1) + " %");
@@ -355,7 +355,9 @@
     document.querySelector("#failures tbody").replaceChildren(...rows);
     const failed = (s.progress || {}).failed || 0;
     let note = "";
-    if (!ended && failed) note = "The latest failures while the collection runs; all " + number(failed) + " are listed when it ends.";
+    if (!ended && failed) {
+      note = "The latest failures while the collection runs (" + number(failed) + " so far); the full list appears when it ends.";
+    }
     if (failures.length > MAX_ROWS) note = "Showing " + MAX_ROWS + " of " + number(failures.length) + "; the manifest lists all.";
     setText("fail-note", note);
     const retry = document.getElementById("retry");

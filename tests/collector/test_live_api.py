@@ -156,3 +156,14 @@ def test_retry_collection_shows_its_explicit_windows_as_cells() -> None:
     body = call(service.collection_summary(client, str(retried.body["collectionId"]))).body
     assert body["grid"]["cells"] == 2 and body["grid"]["windows"] == [[0.0, 14400.0, 2]]
     assert body["collection"]["windows"] == 2 and body["parentCollectionId"] == "live-4"
+
+
+def test_recent_collections_order_by_start_not_by_the_latest_execution() -> None:
+    # continue-as-new gives an instance a new created time; the input's startedAt keeps when the collection began
+    older = instance(1, timedelta(minutes=1))
+    older.input_ = {"startedAt": "2024-11-18T08:00:00Z"}
+    newer = instance(2, timedelta(hours=2))
+    newer.input_ = {"startedAt": "2024-11-18T10:00:00.5Z"}
+    listed = asyncio.run(live.recent_collections(ListingClient([older, newer]), NOW, 5))
+    assert [row["collectionId"] for row in listed["collections"]] == ["c002", "c001"]
+    assert listed["collections"][0]["startedAt"] == "2024-11-18T10:00:00.5Z"
