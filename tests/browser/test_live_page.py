@@ -147,6 +147,37 @@ def test_failure_reason_is_text_and_retry_starts_a_retry_collection(
         assert too_many.status_code == 400 and too_many.json()["error"]["field"] == "top"
 
 
+def test_the_page_passes_its_function_key_on_to_its_api_calls(
+    make_emulator: MakeEmulator, tmp_path: Path, page: Any
+) -> None:
+    emulator = make_emulator()
+    with serve(emulator, tmp_path, extra_args=("--require-keys",)) as host:
+        key = _function_key(host.log)
+        assert host.post(body(START + timedelta(hours=3), interval=60, k=3)).status_code == 401
+        started = requests.post(
+            f"{host.base}/api/collections",
+            json=body(START + timedelta(hours=3), interval=60, k=3, collectionId="keyed"),
+            headers={"x-functions-key": key},
+            timeout=30,
+        )
+        assert started.status_code == 202, started.text
+        assert requests.get(f"{host.base}/api/collections/keyed/view", timeout=30).status_code == 401
+        page.goto(f"{host.base}/api/collections/keyed/view?code={key}&refresh=0.25")
+        page.wait_for_selector("body[data-state=ended]", timeout=60_000)
+        assert expand(grid_states(page)) == "ddd" and page.inner_text("#conn") == ""
+        assert page.get_attribute("#all-link", "href") == f"/api/collections/view?code={key}"
+
+
+def _function_key(log: Path) -> str:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        found = re.search(r"^Function key \(default\): (\S+)$", log.read_text(errors="replace"), re.MULTILINE)
+        if found:
+            return found.group(1)
+        time.sleep(0.05)
+    raise AssertionError("the host printed no function key")
+
+
 def test_ten_thousand_chunks_refresh_in_the_browser(chromium_context: Any) -> None:
     figures = measure_in_browser(chromium_context, cells=10_000, steps=12)
     assert figures["cells"] == 10_000 and figures["states_match"] == 1.0 and figures["renders"] >= 12
