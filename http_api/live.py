@@ -72,8 +72,8 @@ def spec_of(payload: Any) -> CollectionSpec | None:
 def header(payload: Any, spec: CollectionSpec | None) -> JsonDict:
     """Tenant, range, source, K and start time, from the orchestration input (kept across continue-as-new)."""
     payload = payload if isinstance(payload, dict) else {}
-    request = payload.get("request") if isinstance(payload.get("request"), dict) else {}
-    assert isinstance(request, dict)
+    found = payload.get("request")
+    request: JsonDict = found if isinstance(found, dict) else {}
     out: JsonDict = {
         "tenantId": spec.tenant_id if spec else request.get("tenantId"),
         "source": spec.source if spec else request.get("source"),
