@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from shared import names, progress_grid
+from shared import grid_cells, names
 from shared.models import JsonDict, iso, parse_iso
 from shared.window import CollectionSpec
 
@@ -95,7 +95,7 @@ def grid(spec: CollectionSpec | None, published: Any) -> JsonDict | None:
     if spec is None:
         return None
     snapshot = published if isinstance(published, dict) else None
-    return progress_grid.encode(progress_grid.Cells.of(spec), snapshot)
+    return grid_cells.encode(grid_cells.Cells.of(spec), snapshot)
 
 
 def running_failures(published: Any) -> list[JsonDict]:

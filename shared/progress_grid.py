@@ -1,6 +1,6 @@
-"""The chunk grid of the live page: what the orchestrator publishes, and the compact cell states the API serves.
+"""The chunk grid of the live page, orchestrator side: what the window publishes in custom status and output.
 
-Two pure halves:
+The API side (``shared.grid_cells``) turns it into one state per planned cell.
 
 * ``publish`` runs inside the orchestrator (from ``CollectionWindow.status()`` and ``output()``): it turns the
   window's state into small lists of time windows, as offsets in seconds from the collection's origin: the plan
@@ -9,38 +9,20 @@ Two pure halves:
   whole custom status stays far below the 16 KB of UTF-16 text Durable Functions allows (see ``BUDGETS``); what
   does not fit is counted under ``omitted`` (the newest failures are kept). In the output (the collection has ended)
   nothing is bounded, so the finished grid is exact.
-* ``encode`` runs in the HTTP API: from the planned cells (the spec) and a published snapshot it computes one state
-  per planned cell, run-length encoded (``"d120r2s1p877"``), with the parts of split cells listed inside their parent.
 
-Cell states: ``d`` done, ``r`` running, ``b`` waiting for budget, ``s`` split (see its parts), ``f`` failed,
-``i`` incomplete (collected as far as the source allowed), ``p`` pending (not started yet; never started once the
-collection has ended). A lane phase this module does not know is shown as running; a phase whose name mentions
-"budget" is shown as waiting for budget.
+Lanes are published with their phase as the window names it, so a phase added later needs no change here.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from bisect import bisect_right
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from shared.models import Chunk, JsonDict, iso, parse_iso
+from shared.models import Chunk, JsonDict, iso
 from shared.planning import ChunkPlan
 from shared.window_state import Carried, Failure, Lane
-
-STATES = {
-    "d": "done",
-    "r": "running",
-    "b": "waiting for budget",
-    "s": "split",
-    "f": "failed",
-    "i": "incomplete",
-    "p": "pending",
-}
 
 BUDGETS = {"failed": 1400, "incomplete": 600, "requeued": 500, "recent": 900}
 """UTF-16 code units each list may take in custom status. Durable Functions limits the whole custom status to 16 KB
@@ -77,7 +59,7 @@ def origin_of(spec: SpecShape) -> datetime:
     return min((c.start for c in spec.explicit), default=_EPOCH)
 
 
-def _seconds(delta: timedelta) -> float | int:
+def seconds(delta: timedelta) -> float | int:
     micros = delta // timedelta(microseconds=1)
     return micros // 1_000_000 if micros % 1_000_000 == 0 else round(micros / 1_000_000, 6)
 
@@ -126,7 +108,7 @@ class GridPublisher:
         self._lists: dict[str, tuple[object, int, object, object, list[Any], int]] = {}
 
     def pair(self, chunk: Chunk) -> Pair:
-        return [_seconds(chunk.start - self.origin), _seconds(chunk.end - self.origin)]
+        return [seconds(chunk.start - self.origin), seconds(chunk.end - self.origin)]
 
     def publish(self, state: Carried, lanes: Iterable[Lane], *, bounded: bool = True) -> JsonDict:
         """The grid's inputs; ``bounded`` for custom status, everything (and no recent reasons) for the output."""
@@ -225,179 +207,3 @@ def _windows_in(runs: list[Pair], failures: list[Failure], publisher: GridPublis
 def publish(spec: SpecShape, state: Carried, lanes: Iterable[Lane], *, bounded: bool = True) -> JsonDict:
     """One-off publishing (tests, tools); the window keeps a ``GridPublisher`` for its repeated updates."""
     return GridPublisher(spec).publish(state, lanes, bounded=bounded)
-
-
-# --- the API side: planned cells and their states ---------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Cells:
-    """The planned windows as offsets from ``origin``: regular (``interval``) or explicit (``starts``/``ends``)."""
-
-    origin: datetime
-    count: int
-    end: float
-    interval: float | None = None
-    starts: tuple[float, ...] = ()
-    ends: tuple[float, ...] = ()
-
-    @classmethod
-    def of(cls, spec: SpecShape) -> Cells:
-        origin = origin_of(spec)
-        if spec.plan is not None:
-            plan = spec.plan
-            return cls(origin, plan.count, float(_seconds(plan.end - origin)), plan.interval.total_seconds())
-        windows = sorted(spec.explicit, key=lambda c: c.start)
-        starts = tuple(float(_seconds(c.start - origin)) for c in windows)
-        ends = tuple(float(_seconds(c.end - origin)) for c in windows)
-        return cls(origin, len(windows), max(ends, default=0.0), None, starts, ends)
-
-    def index(self, offset: float) -> int:
-        """The cell whose window holds ``offset`` (clamped to the plan)."""
-        if self.interval is not None:
-            position = int(offset // self.interval)
-        else:
-            position = bisect_right(self.starts, offset) - 1
-        return min(max(position, 0), self.count - 1)
-
-    def bounds(self, index: int) -> tuple[float, float]:
-        if self.interval is not None:
-            return index * self.interval, min((index + 1) * self.interval, self.end)
-        return self.starts[index], self.ends[index]
-
-    def describe(self) -> JsonDict:
-        """How the page maps a cell to its window: regular cells by arithmetic, explicit ones run-length encoded."""
-        shape: JsonDict = {"cells": self.count, "origin": iso(self.origin), "end": self.end}
-        if self.interval is not None:
-            shape["intervalSeconds"] = self.interval
-            return shape
-        runs: list[list[float]] = []  # [start, length, count]: equal windows laid end to end
-        for start, end in zip(self.starts, self.ends):
-            last = runs[-1] if runs else None
-            if last and end - start == last[1] and start == last[0] + last[1] * last[2]:
-                last[2] += 1
-            else:
-                runs.append([start, end - start, 1])
-        shape["windows"] = runs
-        return shape
-
-
-_LETTER_ORDER = "rbfip"  # when two windows claim one cell, the first letter here wins
-
-
-def _phase_letter(phase: object) -> str:
-    return "b" if "budget" in str(phase).lower() else "r"
-
-
-def _windows(published: JsonDict, shift: float) -> list[tuple[float, float, str]]:
-    found: list[tuple[float, float, str]] = []
-    for lane in published.get("lanes") or []:
-        found.append((float(lane[0]) + shift, float(lane[1]) + shift, _phase_letter(lane[2] if len(lane) > 2 else "")))
-    for key, letter in (("requeued", "p"), ("failed", "f"), ("incomplete", "i")):
-        found += [(float(s) + shift, float(e) + shift, letter) for s, e in published.get(key) or []]
-    return found
-
-
-def encode(cells: Cells, published: JsonDict | None) -> JsonDict:
-    """Every planned cell's state, run-length encoded, with split cells' parts (offsets within the cell)."""
-    shape = cells.describe()
-    if published is None or cells.count == 0:
-        return {**shape, "states": "", "parts": {}, "known": False}
-    shift = float(_seconds(parse_iso(str(published.get("origin") or iso(cells.origin))) - cells.origin))
-    cursor = min(max(int(published.get("cursor") or 0), 0), cells.count)
-    whole: dict[int, str] = {}
-    parts: dict[int, list[tuple[float, float, str]]] = {}
-    for start, end, letter in _windows(published, shift):
-        if end <= start:
-            continue
-        first, last = cells.index(start), cells.index(end - 1e-6)
-        for cell in range(first, last + 1):
-            low, high = cells.bounds(cell)
-            s, e = max(start, low), min(end, high)
-            if e <= s:
-                continue
-            if s <= low and e >= high:
-                current = whole.get(cell)
-                if current is None or _LETTER_ORDER.index(letter) < _LETTER_ORDER.index(current):
-                    whole[cell] = letter
-            else:
-                parts.setdefault(cell, []).append((s - low, e - low, letter))
-    split = {cell: _filled(found, cells.bounds(cell)) for cell, found in parts.items() if cell not in whole}
-    for cell in split:
-        whole[cell] = "s"
-    states = _run_length(cells.count, cursor, whole)
-    counts: dict[str, int] = {}
-    for letter, run in re.findall(r"([a-z])(\d+)", states):
-        counts[letter] = counts.get(letter, 0) + int(run)
-    return {
-        **shape,
-        "states": states,
-        "parts": {str(cell): found for cell, found in sorted(split.items())},
-        "counts": counts,
-        "lanes": _lanes(cells, published, shift),
-        "known": True,
-        "omitted": dict(published.get("omitted") or {}),
-    }
-
-
-def _lanes(cells: Cells, published: JsonDict, shift: float) -> list[JsonDict]:
-    """Lanes in flight with their cell, window offsets, phase and attempts (the page's lanes table)."""
-    found = []
-    for lane in published.get("lanes") or []:
-        start, end = float(lane[0]) + shift, float(lane[1]) + shift
-        phase = str(lane[2]) if len(lane) > 2 else ""
-        found.append(
-            {
-                "cell": cells.index(start),
-                "start": start,
-                "end": end,
-                "phase": phase,
-                "attempts": lane[3] if len(lane) > 3 else None,
-                "state": _phase_letter(phase),
-            }
-        )
-    return found
-
-
-def _filled(found: Sequence[tuple[float, float, str]], bounds: tuple[float, float]) -> list[list[Any]]:
-    """A split cell's known parts in time order, with the time between them done (a started cell's sub-windows are
-    running, waiting, failed, incomplete or finished; only the unfinished ones are listed anywhere)."""
-    length = bounds[1] - bounds[0]
-    out: list[list[Any]] = []
-    position = 0.0
-    for low, end, letter in sorted(found):
-        if low > position:
-            out.append([position, low, "d"])
-        start = max(low, position)
-        if end > start:
-            out.append([start, end, letter])
-            position = end
-    if position < length:
-        out.append([position, length, "d"])
-    return out
-
-
-def _run_length(count: int, cursor: int, whole: dict[int, str]) -> str:
-    pieces: list[str] = []
-    letter, run = "", 0
-
-    def push(next_letter: str, length: int) -> None:
-        nonlocal letter, run
-        if length <= 0:
-            return
-        if next_letter == letter:
-            run += length
-            return
-        if run:
-            pieces.append(f"{letter}{run}")
-        letter, run = next_letter, length
-
-    position = 0
-    for cell in sorted(whole):
-        push("d", min(cell, cursor) - min(position, cursor))
-        push("p", cell - max(position, cursor))
-        push(whole[cell], 1)
-        position = cell + 1
-    push("d", cursor - min(position, cursor))
-    push("p", count - max(position, cursor))
-    if run:
-        pieces.append(f"{letter}{run}")
-    return "".join(pieces)

@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import progress_grid
+from shared.grid_cells import Cells, encode
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
 from shared.planning import ChunkPlan
-from shared.progress_grid import Cells, encode
 from shared.window import CollectionSpec, CollectionWindow
 from shared.window_state import COLLECT, CallActivity, Carried, Failure, Lane, RunOptions
 
