@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -15,7 +15,6 @@ from typing import Any
 from http_api import live, service, view
 from shared import names
 from shared.models import ActivityError, ActivityResult
-from shared.settings import Settings
 from shared.window import CollectionSpec, CollectionWindow
 from tests.collector.test_http_service import BODY, NOW, FakeClient, call, start
 
@@ -141,21 +140,19 @@ def test_top_must_be_a_whole_number_within_the_page() -> None:
 
 
 def test_retry_collection_shows_its_explicit_windows_as_cells() -> None:
+    # a retry collection (what retry-failed starts) covers explicit windows: two adjacent failed ones here
     client = FakeClient()
     start(client, {**BODY, "collectionId": "live-4"})
-    client.instances["live-4"].runtime_status = SimpleNamespace(value="Completed")
-    failed = [
-        {"chunk": {"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z"}, "kind": "t", "message": "m",
-         "attempts": 4},
-        {"chunk": {"start": "2024-11-17T18:00:00Z", "end": "2024-11-17T22:00:00Z"}, "kind": "t", "message": "m",
-         "attempts": 4},
-    ]  # fmt: skip
-    client.instances["live-4"].output = {"status": "CompletedWithFailures", "failures": failed, "remaining": {}}
-    retried = call(service.retry_failed(client, "live-4", Settings(), NOW, lambda: "abc"))
-    assert retried.status == 202
-    body = call(service.collection_summary(client, str(retried.body["collectionId"]))).body
+    parent = CollectionSpec.from_json(client.started[-1][2]["spec"])
+    windows = (parent.planned_chunk(1), parent.planned_chunk(2))
+    retry = replace(parent, collection_id="live-4-retry-1", plan=None, explicit=windows, parent_collection_id="live-4")
+    asyncio.run(
+        client.start_new(names.ORCHESTRATOR_COLLECT, "live-4-retry-1", service.orchestration_input(retry, {}, NOW))
+    )
+    body = call(service.collection_summary(client, "live-4-retry-1")).body
     assert body["grid"]["cells"] == 2 and body["grid"]["windows"] == [[0.0, 14400.0, 2]]
     assert body["collection"]["windows"] == 2 and body["parentCollectionId"] == "live-4"
+    assert body["collection"]["startDate"] == "2024-11-17T14:00:00Z"
 
 
 def test_recent_collections_order_by_start_not_by_the_latest_execution() -> None:
