@@ -11,6 +11,7 @@ from activities.exchange import bp as exchange_activities
 from activities.finalize import bp as finalize_activity
 from activities.graph import bp as graph_activities
 from http_api.collections import bp as collections_api
+from orchestrators.budget_entity import bp as budget_entity
 from orchestrators.collect import bp as collect_orchestrator
 from shared import sdk_timestamps
 
@@ -18,5 +19,12 @@ sdk_timestamps.install_from_env(os.environ)
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
-for blueprint in (collections_api, collect_orchestrator, graph_activities, exchange_activities, finalize_activity):
+for blueprint in (
+    collections_api,
+    collect_orchestrator,
+    budget_entity,
+    graph_activities,
+    exchange_activities,
+    finalize_activity,
+):
     app.register_functions(blueprint)

@@ -18,6 +18,7 @@ ACTIVITY_GRAPH_EXPORT = "graph_export_activity"
 ACTIVITY_GRAPH_DELETE = "graph_delete_activity"
 ACTIVITY_EXCHANGE_COLLECT = "exchange_collect_activity"
 ACTIVITY_FINALIZE = "finalize_activity"
+ENTITY_BUDGET = "tenant_budget"
 HTTP_START = "collections_start"
 HTTP_SUMMARY = "collections_summary"
 HTTP_RETRY_FAILED = "collections_retry_failed"
@@ -33,7 +34,8 @@ def is_safe_id(value: str) -> bool:
     return bool(_SAFE_ID.fullmatch(value))
 
 
-def _tenant_component(tenant_id: str) -> str:
+def tenant_component(tenant_id: str) -> str:
+    """The tenant as names use it: lower case, ASCII only, a DNS name or GUID; ``ValueError`` otherwise."""
     # ASCII before case folding (U+212A KELVIN SIGN lowers to "k"), and no stripping: a tenant is used exactly as
     # validated or refused, never quietly turned into another one.
     tenant = tenant_id.lower() if tenant_id.isascii() else ""
@@ -56,7 +58,7 @@ def _stamp(moment: datetime) -> str:
 
 def collection_prefix(tenant_id: str, collection_id: str) -> str:
     """``<tenant>/<collection>/``: every object of one collection lives under it."""
-    return f"{_tenant_component(tenant_id)}/{_id_component(collection_id)}/"
+    return f"{tenant_component(tenant_id)}/{_id_component(collection_id)}/"
 
 
 def chunk_object_name(tenant_id: str, collection_id: str, start: datetime, end: datetime) -> str:
