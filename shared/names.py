@@ -7,6 +7,7 @@ writes to exactly the same object (overwrite = exactly-once output) and no reque
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 
@@ -32,6 +33,33 @@ _STAMP = "%Y%m%dT%H%M%SZ"
 def is_safe_id(value: str) -> bool:
     """True for ids usable as instance ids and path components: letters, digits, ``-``, ``_``; 1..64 chars."""
     return bool(_SAFE_ID.fullmatch(value))
+
+
+_RETRY_SUFFIX = re.compile(r"-retry-[0-9]+$")
+_RETRY_ROOT_MAX = 48
+
+
+def retry_collection_id(root_id: str, generation: int) -> str:
+    """The id of retry number ``generation`` (1, 2, ...) in the chain that starts at collection ``root_id``.
+
+    Deterministic, so concurrent ``retry-failed`` calls all name the same instance and the Durable start refuses
+    every one but the first (``overridableExistingInstanceStates: NonRunningStates``). A long root id is shortened
+    with a hash of itself so the result stays a valid id (at most 64 characters).
+    """
+    if not is_safe_id(root_id) or generation < 1:
+        raise ValueError(f"no retry id for {root_id!r} generation {generation}")
+    root = root_id
+    if len(root) > _RETRY_ROOT_MAX:
+        root = f"{root[:39]}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
+    retry_id = f"{root}-retry-{generation}"
+    if not is_safe_id(retry_id):
+        raise ValueError(f"retry generation {generation} is too large")
+    return retry_id
+
+
+def is_retry_id(collection_id: str) -> bool:
+    """Ids ending in ``-retry-<n>`` are reserved for the retry chain (a request may not choose one)."""
+    return bool(_RETRY_SUFFIX.search(collection_id))
 
 
 def tenant_component(tenant_id: str) -> str:

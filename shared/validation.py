@@ -16,7 +16,7 @@ from typing import Any
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
-from shared.names import is_safe_id
+from shared.names import is_retry_id, is_safe_id
 from shared.planning import chunk_count, smallest_interval_minutes
 from shared.settings import Settings
 
@@ -161,6 +161,10 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "collectionId",
             "format",
             "collectionId must be 1-64 letters, digits, '-' or '_' starting with a letter or digit",
+        )
+    if collection_id is not None and is_retry_id(collection_id):
+        raise InvalidRequest(
+            "collectionId", "reserved", "collectionId may not end in -retry-<number>: retry-failed names its retries so"
         )
     return CollectionRequest(tenant_id, start, end, interval, concurrency, source, filters, collection_id, count)
 
