@@ -25,6 +25,10 @@ CASES = [
         ["collector_throughput.py", "--chunks", "3", "--ks", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
         "speed-up",
     ),
+    (
+        ["tenant_budget.py", "--chunks", "2", "--collections", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
+        "vs alone",
+    ),
 ]
 
 
