@@ -107,7 +107,9 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
         tenant_id=request.tenant_id,
         source=request.source,
         filters=filters_to_json(request.filters),
-        options=RunOptions.from_settings(settings, request.max_concurrency),
+        options=RunOptions.from_settings(
+            settings, request.max_concurrency, high_completeness=request.high_completeness
+        ),
         plan=ChunkPlan(request.start, request.end, timedelta(minutes=request.interval_minutes)),
     )
 
@@ -132,6 +134,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
             if key in source
         },
         "records": source.get("records", 0),
+        "queries": source.get("queries"),
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
         "failures": [
             {"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"], "reason": f["message"]}

@@ -89,6 +89,8 @@ class Settings:
     max_records_per_chunk: int = 0
     """Split a Graph chunk whose query reports more records than this (0 = only at the source's cap), so one
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
+    delete_queries: bool = False
+    """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
     fast_sdk_timestamps: bool = True
     """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
     budget_exchange: int = 3
@@ -177,6 +179,7 @@ class Settings:
             max_records_per_chunk=reader.number(
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
+            delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
