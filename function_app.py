@@ -12,6 +12,7 @@ from activities.finalize import bp as finalize_activity
 from activities.graph import bp as graph_activities
 from http_api.collections import bp as collections_api
 from http_api.view import bp as view_pages
+from orchestrators.budget_entity import bp as budget_entity
 from orchestrators.collect import bp as collect_orchestrator
 from shared import sdk_timestamps
 
@@ -23,6 +24,7 @@ for blueprint in (
     view_pages,
     collections_api,
     collect_orchestrator,
+    budget_entity,
     graph_activities,
     exchange_activities,
     finalize_activity,

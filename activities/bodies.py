@@ -22,6 +22,7 @@ from shared.audit.ports import (
 )
 from shared.errors import CollectorError, NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
+from shared.redact import redact
 from shared.sinks.base import ChunkSink
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,9 @@ class PagesUpToCap(Protocol):
     It yields the pages it can, then raises ``NeedsSplitError`` when records were left out.
     """
 
-    def iter_record_pages_up_to_cap(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]: ...
+    def iter_record_pages_up_to_cap(
+        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
+    ) -> Iterator[RecordPage]: ...
 
 
 def query_display_name(collection_id: str, chunk: Chunk) -> str:
@@ -113,27 +116,37 @@ def graph_export(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
 
 
 def graph_delete(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
-    """Best effort: a query that cannot be deleted expires server-side; the chunk's outcome does not change."""
+    """Best effort, reported truthfully: ``disposition`` is "deleted" only when the service answered a 2xx.
+
+    The service does not support DELETE today (a 404 "No HTTP resource was found"): that is "deleteUnsupported".
+    Any other failure is "deleteFailed". The chunk's outcome never changes.
+    """
     try:
-        api.delete_query(str(payload["queryId"]))
+        outcome = api.delete_query(str(payload["queryId"]))
     except CollectorError as exc:
         logger.warning("could not delete audit query (%s): %s", exc.kind, exc)
-        return ActivityResult.success({"deleted": False, "kind": exc.kind}).to_json()
-    return ActivityResult.success({"deleted": True}).to_json()
+        data = {"deleted": False, "disposition": "deleteFailed", "kind": exc.kind, "reason": redact(str(exc))[:300]}
+        return ActivityResult.success(data).to_json()
+    if not outcome.deleted:
+        logger.info("audit query %s was not deleted: %s", payload["queryId"], outcome.detail)
+        data = {"deleted": False, "disposition": "deleteUnsupported", "reason": redact(outcome.detail)[:300]}
+        return ActivityResult.success(data).to_json()
+    return ActivityResult.success({"deleted": True, "disposition": "deleted"}).to_json()
 
 
 def exchange_collect(api: AuditSearchApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
     chunk = Chunk.from_json(payload["chunk"])
     allow_incomplete = bool(payload.get("allowIncomplete", False))
     filters = filters_from_json(payload.get("filters"))
+    high = bool(payload.get("highCompleteness", False))
     cut_short: list[bool] = []
 
     def pages() -> Iterator[RecordPage]:
         try:
             if allow_incomplete and isinstance(api, PagesUpToCap):
-                yield from api.iter_record_pages_up_to_cap(chunk.window(), filters)
+                yield from api.iter_record_pages_up_to_cap(chunk.window(), filters, high_completeness=high)
             else:
-                yield from api.iter_record_pages(chunk.window(), filters)
+                yield from api.iter_record_pages(chunk.window(), filters, high_completeness=high)
         except NeedsSplitError:
             if not allow_incomplete:
                 raise

@@ -76,6 +76,18 @@ def coverage_gaps(start: datetime, end: datetime, covered: list[Chunk]) -> list[
     return gaps
 
 
+def _queries(payload: JsonDict) -> JsonDict | None:
+    """What became of the Graph queries (None for a source without queries), and whether deletion was asked for.
+
+    "deleted" counts only queries the service confirmed with a 2xx; "leftOnService" ones were not asked to go
+    (deletion off); "deleteUnsupported" ones were answered 404; "deleteFailed" ones failed otherwise.
+    """
+    counts = payload.get("queries")
+    if not isinstance(counts, dict):
+        return None
+    return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
+
+
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
@@ -116,6 +128,8 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "chunks": [{**s.to_json(), "splits": s.chunk.depth, "location": sink.location(s.blob)} for s in summaries],
         "failures": failures,
         "superseded": [s.blob for s in superseded],
+        "queries": _queries(payload),
+        "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
     }
     name = names.manifest_object_name(tenant, collection)
     stored = write_bytes(sink, name, json.dumps(manifest, indent=2, sort_keys=True).encode())

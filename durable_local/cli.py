@@ -112,6 +112,7 @@ def print_banner(host: LocalHost) -> None:
         lines.append(f"        {function.name}: [{methods}] {host.base_url}{prefix}/{function.route.template}")
     lines += [f"        {name}: orchestrationTrigger" for name in host.app.orchestrators]
     lines += [f"        {name}: activityTrigger" for name in host.app.activities]
+    lines += [f"        {name}: entityTrigger" for name in host.app.entities]
     if host.keys.required:
         # Printed on purpose (like `func keys list`): these are throw-away keys of this local process.
         lines += [

@@ -1,7 +1,8 @@
 """``Engine``: the local durable engine facade (implements ``durable_local.engine_api.DurableEngine``).
 
 A single worker that owns every partition (its "leases" are control queues 0..N-1), wiring together the
-session manager, the orchestration and activity dispatchers and the client operations over one store.
+session manager, the orchestration and activity dispatchers (and an entity dispatcher when entity work items
+have their own ready queue) and the client operations over one store.
 
 Typical use::
 
@@ -26,6 +27,8 @@ from durable_local.client_ops import ClientOperations
 from durable_local.control_queue import ControlQueue, PendingMessageTracker
 from durable_local.dispatch import ActivityDispatcher, EngineCounters, EventHook, OrchestrationDispatcher
 from durable_local.engine_api import InstanceStatus
+from durable_local.entities.client import EntityClient, EntityMetadata, EntityQuery
+from durable_local.entities.ids import EntityId
 from durable_local.faults import FaultInjector, GuardedQueueService, GuardedTrackingStore
 from durable_local.model import FunctionRegistry, RuntimeStatus, SchedulingMode, TaskMessage
 from durable_local.partitioning import control_queue_name, partition_index, work_item_queue_name
@@ -107,6 +110,26 @@ class Engine:
             counters=self.counters,
             on_checkpoint=self.client.notify_changed,
         )
+        self._entities: OrchestrationDispatcher | None = None
+        if base.use_separate_queue_for_entity_work_items:
+            # The seed's entity ready queue: entity batches get their own dispatcher (DTFx TaskEntityDispatcher).
+            self._entities = OrchestrationDispatcher(
+                self.sessions,
+                tracking=self._tracking,
+                work_items=self._work_items,
+                control_queue_for=self.control_queue_for,
+                registry=registry,
+                settings=base,
+                clock=self.clock,
+                faults=self.faults,
+                counters=self.counters,
+                on_checkpoint=self.client.notify_changed,
+                entities_only=True,
+                threads=base.entity_worker_threads,
+            )
+        self.entity_client = EntityClient(
+            registry=registry, tracking=self._tracking, control_queue_for=self.control_queue_for, clock=self.clock
+        )
         self._activities = ActivityDispatcher(
             work_items=self._work_items,
             control_queue_for=self.control_queue_for,
@@ -148,6 +171,8 @@ class Engine:
             self.sessions.add_queue(queue.name, control)
         self._wakers[self._work_items.name] = self._activities.wake
         self._orchestrations.start()
+        if self._entities is not None:
+            self._entities.start()
         if run_activities:
             self._activities.start()
         _log.info("engine started: hub %s, %d partitions", self.hub_name, self.settings.partition_count)
@@ -175,6 +200,8 @@ class Engine:
         remaining_s = max(0.1, deadline - time.monotonic())
         self._activities.stop(timeout=remaining_s)
         self._orchestrations.stop(timeout=max(0.1, deadline - time.monotonic()))
+        if self._entities is not None:
+            self._entities.stop(timeout=max(0.1, deadline - time.monotonic()))
         self.sessions.shutdown(wait=True)
         _log.info("engine stopped: hub %s", self.hub_name)
 
@@ -256,6 +283,17 @@ class Engine:
 
     def wait_for_completion(self, instance_id: str, timeout: float) -> InstanceStatus | None:
         return self.client.wait_for_completion(instance_id, timeout)
+
+    # Entities (DurableEngine) ------------------------------------------------------------------------
+
+    def signal_entity(self, entity: EntityId, operation: str, input_json: str | None = None) -> str:
+        return self.entity_client.signal_entity(entity, operation, input_json)
+
+    def read_entity_state(self, entity: EntityId) -> EntityMetadata | None:
+        return self.entity_client.read_entity_state(entity)
+
+    def list_entities(self, query: EntityQuery) -> tuple[list[EntityMetadata], str | None]:
+        return self.entity_client.list_entities(query)
 
     def __enter__(self) -> Engine:
         self.start()

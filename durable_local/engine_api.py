@@ -8,7 +8,7 @@ the HTTP host calls them from an executor thread. Error tree (``durable_local.er
     ├── InstanceExistsError     start_new with an id whose instance is in a state that cannot be replaced
     ├── InvalidInstanceStateError  the operation does not apply in the instance's state (HTTP 410 for
     │                              raise-event/terminate on a completed instance, per the extension)
-    └── FunctionNotFoundError   no orchestrator/activity registered under that name (HTTP 400/404)
+    └── FunctionNotFoundError   no orchestrator/activity/entity registered under that name (HTTP 400/404)
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from durable_local.entities.client import EntityMetadata, EntityQuery
+from durable_local.entities.ids import EntityId
 from durable_local.model import HistoryEvent, RuntimeStatus
 from durable_local.ports import InstanceQuery
 
@@ -102,4 +104,17 @@ class DurableEngine(Protocol):
     def wait_for_completion(self, instance_id: str, timeout: float) -> InstanceStatus | None:
         """Block until the instance is terminal (or ContinuedAsNew is not terminal: keep waiting) or the
         timeout passes; returns the last status seen (None if the instance does not exist)."""
+        ...
+
+    def signal_entity(self, entity: EntityId, operation: str, input_json: str | None = None) -> str:
+        """Send a one-way entity operation (``input_json`` = the request's input text); returns the request id.
+        Raises ``ValueError`` for a bad key, ``FunctionNotFoundError`` for an unknown entity name."""
+        ...
+
+    def read_entity_state(self, entity: EntityId) -> EntityMetadata | None:
+        """The committed state of an entity; None if it does not exist."""
+        ...
+
+    def list_entities(self, query: EntityQuery) -> tuple[list[EntityMetadata], str | None]:
+        """One page of entities and the continuation token for the next page."""
         ...

@@ -30,6 +30,10 @@ code fails (the SDK's error path)."""
 ActivityFn: TypeAlias = Callable[[str | None], str | None]
 """An activity: JSON-encoded input (or None) in, JSON-encoded result (or None) out; raises on failure."""
 
+EntityFn: TypeAlias = Callable[[str], str]
+"""An entity function (``df.Entity.create`` handle): the batch request JSON in, the batch result JSON out
+(``durable_local.entities.batch``); raises when the function fails as a whole."""
+
 
 class EventType(enum.IntEnum):
     """DTFx ``EventType`` codes (``DurableTask.Core/History/EventType.cs``)."""
@@ -138,6 +142,9 @@ class TaskMessage:
     event: HistoryEvent
     sequence_number: int = 0
     """Client-side ordering hint used to sort a dequeued batch after ``inserted_on``."""
+    sender: str | None = None
+    """The instance that sent it (DTFx ``MessageData.Sender``), set for entity messages: the out-of-order check
+    needs to know that an ``EventRaised`` is an entity's response."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,19 +191,23 @@ class InstanceRecord:
 
 @dataclass(frozen=True, slots=True)
 class FunctionRegistry:
-    """What the engine can run: orchestrator handles and activities by function name.
+    """What the engine can run: orchestrator handles, activities and entity functions by function name.
 
     Azure Functions names are case-insensitive; lookups here are too.
     """
 
     orchestrators: Mapping[str, OrchestratorFn]
     activities: Mapping[str, ActivityFn]
+    entities: Mapping[str, EntityFn] = field(default_factory=dict)
 
     def orchestrator(self, name: str) -> OrchestratorFn | None:
         return _lookup(self.orchestrators, name)
 
     def activity(self, name: str) -> ActivityFn | None:
         return _lookup(self.activities, name)
+
+    def entity(self, name: str) -> EntityFn | None:
+        return _lookup(self.entities, name)
 
 
 def _lookup(table: Mapping[str, _T], name: str) -> _T | None:

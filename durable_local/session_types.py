@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from durable_local.entities.ids import is_entity_instance
+from durable_local.entities.messages import request_id_of
 from durable_local.history import event_type
 from durable_local.model import EventType, HistoryEvent
 from durable_local.ports import QueueMessage
@@ -146,6 +148,16 @@ class OrchestrationSession:
 
     def is_out_of_order(self, message: QueueMessage) -> bool:
         """DTFx ``IsOutOfOrderMessage``: a response whose scheduling event is not in the loaded history."""
+        entity_response = _is_entity_response(message, self.instance_id)
+        if entity_response and self.is_nonexistent_instance and message.dequeue_count > 5:
+            return False
+        if entity_response:
+            # The response names the request id, which is in the input of the EventSent that sent it.
+            request_id = str(message.body.event.get("Name") or "")
+            return not any(
+                event_type(e) is EventType.EVENT_SENT and request_id_of(e.get("Input")) == request_id
+                for e in self.history
+            )
         if self.is_nonexistent_instance and message.dequeue_count > 5:
             # After five tries the history most likely no longer exists (purged, or replaced by a newer
             # execution): a zombie. Let the executable-instance check discard it.
@@ -163,6 +175,16 @@ class SessionStats:
     pending_instances: int
     pending_messages: int
     active_sessions: int
+
+
+def _is_entity_response(message: QueueMessage, receiver: str) -> bool:
+    """DTFx also checks an ``EventRaised`` an entity sent to an orchestration (an entity's response)."""
+    body = message.body
+    return (
+        event_type(body.event) is EventType.EVENT_RAISED
+        and is_entity_instance(body.sender)
+        and not is_entity_instance(receiver)
+    )
 
 
 def _started_event(history: list[HistoryEvent]) -> HistoryEvent | None:

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 from durable_local.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.entities.ids import is_entity_instance
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import event_type, execution_terminated
 from durable_local.model import EventType, InstanceRecord
@@ -64,6 +65,8 @@ class OrchestrationSessionManager:
         self._loops: dict[str, threading.Thread] = {}
         self._pending_batches: list[PendingMessageBatch] = []
         self._ready: deque[PendingMessageBatch] = deque()
+        self._entity_ready: deque[PendingMessageBatch] = deque()
+        """The seed's ``entitiesReadyForProcessingQueue`` (used with ``use_separate_queue_for_entity_work_items``)."""
         self._active: dict[str, OrchestrationSession] = {}  # keys: instance id, case-folded
         self._background = ThreadPoolExecutor(background_threads, thread_name_prefix="dl-prefetch")
         self._shutdown = threading.Event()
@@ -283,8 +286,8 @@ class OrchestrationSessionManager:
             self._submit_later(self._settings.prefetch_retry_delay, lambda: self._prefetch(batch))
             return
         with self._lock:
-            self._ready.append(batch)
-            self._ready_changed.notify()
+            self._ready_queue_for(batch).append(batch)
+            self._ready_changed.notify_all()
 
     def _load_history(self, batch: PendingMessageBatch) -> None:
         loaded = self._tracking.get_history(batch.instance_id, batch.execution_id)
@@ -313,17 +316,29 @@ class OrchestrationSessionManager:
     # ------------------------------------------------------------------------------------------------
     # Sessions
 
-    def get_next_session(self, timeout: float | None = None) -> OrchestrationSession | None:
-        """Wait for a ready batch and open its session (None on time-out or shutdown)."""
+    def _ready_queue_for(self, batch: PendingMessageBatch) -> deque[PendingMessageBatch]:
+        """The seed: entity batches go to the entity ready queue when ``UseSeparateQueueForEntityWorkItems``."""
+        if self._settings.use_separate_queue_for_entity_work_items and is_entity_instance(batch.instance_id):
+            return self._entity_ready
+        return self._ready
+
+    def get_next_session(
+        self, timeout: float | None = None, *, entities_only: bool = False
+    ) -> OrchestrationSession | None:
+        """Wait for a ready batch and open its session (None on time-out or shutdown).
+
+        ``entities_only`` reads the entity ready queue (the seed's ``GetNextSessionAsync(entitiesOnly)``).
+        """
+        ready = self._entity_ready if entities_only else self._ready
         deadline = None if timeout is None else time.monotonic() + timeout
         while not self._shutdown.is_set():
             with self._lock:
-                while not self._ready:
+                while not ready:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if self._shutdown.is_set() or (remaining is not None and remaining <= 0):
                         return None
                     self._ready_changed.wait(remaining if remaining is not None else 0.5)
-                batch = self._ready.popleft()
+                batch = ready.popleft()
                 self._remove_pending(batch)
                 key = batch.instance_id.lower()
                 existing = self._active.get(key)
@@ -336,21 +351,21 @@ class OrchestrationSessionManager:
                     continue
                 # Another generation of a running instance: retry once the current session is done.
                 self.requeued_other_generation += 1
-                if not self._ready:
+                if not ready:
                     delay = self._settings.requeue_delay.total_seconds()
                     timer = threading.Timer(delay, self._requeue, args=(batch,))
                     timer.daemon = True
                     timer.start()
                 else:
                     self._pending_batches.append(batch)
-                    self._ready.append(batch)
+                    ready.append(batch)
         return None
 
     def _requeue(self, batch: PendingMessageBatch) -> None:
         with self._lock:
             self._pending_batches.append(batch)
-            self._ready.append(batch)
-            self._ready_changed.notify()
+            self._ready_queue_for(batch).append(batch)
+            self._ready_changed.notify_all()
 
     def try_get_existing_session(self, instance_id: str) -> OrchestrationSession | None:
         with self._lock:

@@ -72,6 +72,16 @@ class EngineSettings:
     inputs into their TaskScheduled / SubOrchestrationInstanceCreated history events (DTFx ``IncludeParameters``)."""
     history_batch_size: int = 99
     """Events per history write (Azure Table entity-group batch: 100 rows minus the sentinel)."""
+    max_entity_operation_batch_size: int = 5000
+    """``MaxEntityOperationBatchSize``: entity operations per batch (extension default 5000; 50 on Consumption)."""
+    entity_message_reorder_window: timedelta = timedelta(minutes=30)
+    """``EntityMessageReorderWindowInMinutes``: entity requests are ordered and de-duplicated within this window."""
+    use_separate_queue_for_entity_work_items: bool = False
+    """``UseSeparateQueueForEntityWorkItems`` (seed): entity batches wait in their own ready queue and an entity
+    dispatcher takes them (``GetNextSessionAsync(entitiesOnly: true)``). The extension turns it on only for
+    .NET isolated, Java and custom handlers; for Python it is off and one dispatcher takes both."""
+    entity_worker_threads: int = 1
+    """Threads of the entity dispatcher when ``use_separate_queue_for_entity_work_items`` is on."""
 
     def __post_init__(self) -> None:
         if not self.hub_name or not self.hub_name.replace("-", "").isalnum():
@@ -83,6 +93,8 @@ class EngineSettings:
         _int_range("max_concurrent_orchestrations", self.max_concurrent_orchestrations, 1, 10_000)
         _int_range("orchestration_worker_threads", self.orchestration_worker_threads, 1, 1_000)
         _int_range("history_batch_size", self.history_batch_size, 1, 99)
+        _int_range("max_entity_operation_batch_size", self.max_entity_operation_batch_size, 1, 1_000_000)
+        _int_range("entity_worker_threads", self.entity_worker_threads, 1, 1_000)
         if self.max_history_events is not None:
             _int_range("max_history_events", self.max_history_events, 1, 100_000_000)
         for name in (
@@ -95,6 +107,7 @@ class EngineSettings:
             if not isinstance(value, timedelta) or value <= _ZERO:
                 raise ValueError(f"{name} must be a positive timedelta, got {value!r}")
         for name in (
+            "entity_message_reorder_window",
             "buffer_full_delay",
             "prefetch_retry_delay",
             "requeue_delay",

@@ -75,9 +75,5 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         return _respond(
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
-    try:
-        settings = _settings()
-    except ConfigError as exc:
-        return _config_error(exc)
-    result = await service.retry_failed(client, collection_id, settings, datetime.now(UTC), _new_id)
+    result = await service.retry_failed(client, collection_id, datetime.now(UTC))
     return _respond(req, client, result)

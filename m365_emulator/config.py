@@ -109,7 +109,24 @@ class GraphSettings:
     """Extra records from just after the window end, as a fraction of the in-window count."""
     bleed_max_seconds: float = 36_000.0
     max_concurrent_queries: int = 10
+    """Most *unfinished* (notStarted/queued/running) queries per tenant; finished ones never count."""
     concurrency_retry_after_seconds: int = 1
+    delete_supported: bool = False
+    """False (default, as the service answers today): DELETE of a query is 404 "No HTTP resource was found ...";
+    True: 204 and the query is gone."""
+    list_filter: str = "refuse"
+    """What the query list does with ``$filter``: "refuse" (400, default), "ignore" (every query) or "honour"
+    (only ``displayName eq '...'``; another filter is a 400)."""
+    list_page_size: int = 100
+    """Queries per page of the list (then an ``@odata.nextLink``); oldest first."""
+    reject_unknown_properties: bool = True
+    """A create body property the auditLogQuery type does not have (``serviceFilter``) is a 400 (default); False
+    ignores it, which is worse for a client: the filter silently does nothing."""
+
+
+PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
+ANCHOR_ERRORS = frozenset({"routing_hint", "stale"})
+ERROR_STYLES = frozenset({"cmdlet", "plain"})
 
 
 @dataclass
@@ -122,6 +139,24 @@ class ExchangeSettings:
     """Time every InvokeCommand call takes (counted as in flight), plus ``latency_jitter_seconds``."""
     latency_jitter_seconds: float = 0.0
     """Extra per-call latency in [0, jitter), a stable function of the call's StartDate/EndDate (varied chunks)."""
+    page_size: int = 1000
+    """Rows per HTTP response; the rest of a cmdlet call's block follows through ``@odata.nextLink``. The service
+    picks it: ``Prefer: odata.maxpagesize`` is not honoured (default 1,000, what public clients get)."""
+    page_size_mode: str = "fixed"
+    """"fixed" (every page ``page_size``) or "mix" (each page 1,000, 5,000 or 1..5,000, a stable draw per page)."""
+    check_anchor: bool = True
+    """Require ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant initial domain>``."""
+    anchor_accepts_tenant_id: bool = False
+    """Also accept the tenant GUID after the ``@`` (some public clients send it)."""
+    anchor_domain: str | None = None
+    """The domain the service routes the tenant by (None = the tenant's ``domain``). Another value makes every anchor
+    a client derives from the tenant's domain wrong: the "wrong anchor mailbox" failure mode."""
+    anchor_error: str = "routing_hint"
+    """How a wrong anchor is answered: "routing_hint" (400 ErrorIncorrectRoutingHint) or "stale" (503
+    MailboxInfoStale, the older answer)."""
+    error_style: str = "cmdlet"
+    """How a missing Exchange role is answered: "cmdlet" (400 "Error executing cmdlet", the reason only in
+    ``error.details`` and ``innererror.internalException``) or "plain" (403 AccessDenied naming the role)."""
 
 
 @dataclass
@@ -138,6 +173,9 @@ class FaultConfig:
     """Extra latency added to every records page (Graph) and every InvokeCommand call (Exchange)."""
     malformed_rate: float = 0.0
     malformed_record_ids: frozenset[str] = frozenset()
+    broken_page_rate: float = 0.02
+    """Fraction of re-readable record pages (Graph ``records`` pages, InvokeCommand ``nextLink`` pages) served as
+    broken JSON (the closing brace missing); a stable draw per page and read, so a re-read usually succeeds."""
     transient_403_count: int = 0
     """The next N API calls answer a transient 403 (not a permission problem); counts down to 0."""
     stuck_query: bool = False

@@ -213,7 +213,8 @@ class Emulator:
             if self.resolve_tenant(parts[2]) != tenant_id:
                 self.stats.bump(self.stats.auth_failures, key)
                 return _unauthorized("The tenant in the request URL does not match the token's tenant.", request)
-            denied = self.exchange.authorize(request, claims.roles, app is not None and app.exchange_role)
+            has_role = app is not None and app.exchange_role
+            denied = self.exchange.authorize(request, tenant_id, claims.roles, has_role, claims.client_id)
         else:
             denied = self.graph.authorize(request, claims.roles)
             if denied is None and request.method in self.faults.deny_graph_methods:

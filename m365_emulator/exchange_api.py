@@ -1,9 +1,10 @@
 """Exchange Online ``Search-UnifiedAuditLog`` through the REST ``InvokeCommand`` endpoint.
 
 Sessions are keyed by (tenant, SessionId). A ReturnLargeSet session walks the same time-ordered stream as Graph:
-each call returns the next block of at most ResultSize rows; ``ResultCount`` is everything that matched, but only the
-first ``session_cap`` rows (50,000) can ever be paged. Concurrency is counted per request in flight (like the
-Exchange PowerShell throttling of concurrent commands), not per open session.
+each call takes the next block of at most ResultSize rows; ``ResultCount`` is everything that matched, but only the
+first ``session_cap`` rows (50,000) can ever be paged. A block goes out in HTTP pages with ``@odata.nextLink``
+(``exchange_paging``). Concurrency is counted per request in flight (like the Exchange PowerShell throttling of
+concurrent commands), not per open session.
 """
 
 from __future__ import annotations
@@ -14,15 +15,17 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from m365_emulator.config import EXCHANGE_PERMISSION, EXCHANGE_ROLE, ExchangeSettings, TenantSpec
-from m365_emulator.state import FaultInjector, Stats, corrupt_json
+from m365_emulator.exchange_paging import PageToken, anchor_problem, body_hash, page_size, role_denied
+from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import RecordFilter, count_matching, iter_matching
-from m365_emulator.synth import Cursor
+from m365_emulator.synth import Cursor, SynthRecord
 from m365_emulator.wire import Reply, Request, api_error, parse_time
 
 logger = logging.getLogger(__name__)
@@ -82,6 +85,11 @@ def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime
             f"Cannot validate argument on parameter 'ResultSize'. "
             f"The {size} argument is outside the range 1 to {max_size}."
         )
+    high = params.get("HighCompleteness")
+    if high is not None and not isinstance(high, bool):
+        raise BadParametersError(
+            "Cannot bind parameter 'HighCompleteness': it is a switch; send true or false, or leave it out."
+        )
     record_types = _strings(params.get("RecordType"), "RecordType")
     if len(record_types) > 1:
         raise BadParametersError("Cannot bind parameter 'RecordType'. RecordType accepts a single value.")
@@ -116,8 +124,16 @@ class ExchangeApi:
         self._lock = threading.Lock()
         self._sessions: dict[tuple[str, str], Session] = {}
         self._in_flight: dict[str, int] = {}
+        self._page_reads: Counter[str] = Counter()
 
-    def authorize(self, request: Request, roles: tuple[str, ...], has_role: bool) -> Reply | None:
+    def authorize(
+        self, request: Request, tenant_id: str, roles: tuple[str, ...], has_role: bool, client_id: str
+    ) -> Reply | None:
+        """Routing first (the front door reads the anchor before any backend sees the call), then permissions."""
+        misrouted = anchor_problem(request, self.tenants[tenant_id], self.settings)
+        self.stats.bump(self.stats.anchors, request.headers.get("x-anchormailbox", ""))
+        if misrouted is not None:
+            return misrouted
         if EXCHANGE_PERMISSION not in roles:
             message = (
                 f"The application lacks the Office 365 Exchange Online '{EXCHANGE_PERMISSION}' application permission "
@@ -125,11 +141,7 @@ class ExchangeApi:
             )
             return api_error(403, "AccessDenied", message, request=request)
         if not has_role:
-            message = (
-                f"The role assigned to the application isn't supported in this scenario: assign the '{EXCHANGE_ROLE}' "
-                f"(or 'Audit Logs') role to the app's service principal; {EXCHANGE_PERMISSION} alone is not enough."
-            )
-            return api_error(403, "AccessDenied", message, request=request)
+            return role_denied(request, client_id, self.settings, EXCHANGE_ROLE)
         return None
 
     def handle(self, request: Request, tenant_id: str) -> Reply:
@@ -193,7 +205,14 @@ class ExchangeApi:
             return api_error(400, "BadRequest", self.faults.config.fail_query_message, request=request)
         if self.faults.config.slow_page_seconds > 0:
             time.sleep(self.faults.config.slow_page_seconds)
+        if params.get("HighCompleteness"):
+            self.stats.bump(self.stats.high_completeness_calls, (tenant_id, "exchange"))
         spec = self.tenants[tenant_id]
+        token_text = request.query.get("$skiptoken")
+        if token_text is not None:
+            return self._next_page(
+                request, tenant_id, spec=spec, token_text=token_text, window=(start, end), flt=flt, params=params
+            )
         command = params.get("SessionCommand")
         session_id = params.get("SessionId")
         if command in ("ReturnLargeSet", "ReturnNextPreviewPage") and session_id:
@@ -209,42 +228,126 @@ class ExchangeApi:
                     self._sessions[(tenant_id, str(session_id))] = session
         else:  # no session: the first block only, every time
             session = Session(start, end, flt, -1, min(size, self.settings.max_result_size))
-        rows = self._next_block(session, spec, size)
-        context = (
-            f"{request.base_url}/exchange/adminapi/beta/{tenant_id}/$metadata#Collection(Exchange.GenericHashTable)"
+        rows, afters = self._next_block(session, spec, size)
+        return self._page_reply(
+            request, tenant_id, session_id=str(session_id or ""), session=session, rows=rows, afters=afters
         )
-        return Reply(200, {"@odata.context": context, "value": rows})
 
-    def _next_block(self, session: Session, spec: TenantSpec, size: int) -> list[dict[str, Any]]:
+    def _page_reply(
+        self,
+        request: Request,
+        tenant_id: str,
+        *,
+        session_id: str,
+        session: Session,
+        rows: list[dict[str, Any]],
+        afters: list[Cursor],
+    ) -> Reply:
+        """The first page of a block, with a nextLink to the rest when the block is larger than one page."""
+        first_index = rows[0]["ResultIndex"] if rows else 1
+        # Keyed by the window, not the session id (a client's random choice): the same run pages the same way.
+        size = page_size(self.settings, self.faults.config.seed, _window_key(request), first_index)
+        page, rest = rows[:size], rows[size:]
+        out: dict[str, Any] = {"@odata.context": self._context(request, tenant_id), "value": page}
+        if rest:
+            token = PageToken(
+                session_id, rest[0]["ResultIndex"], len(rest), session.result_count, afters[len(page) - 1],
+                body_hash(request.body),
+            )  # fmt: skip
+            out["@odata.nextLink"] = self._link(request, tenant_id, token)
+        return Reply(200, out)
+
+    def _next_page(
+        self,
+        request: Request,
+        tenant_id: str,
+        *,
+        spec: TenantSpec,
+        token_text: str,
+        window: tuple[datetime, datetime],
+        flt: RecordFilter,
+        params: Mapping[str, Any],
+    ) -> Reply:
+        """A nextLink page: rebuilt from its token, the same rows every time it is read."""
+        try:
+            token = PageToken.decode(token_text)
+        except (ValueError, TypeError, json.JSONDecodeError, UnicodeDecodeError):
+            return api_error(400, "BadRequest", "The $skiptoken is not valid.", request=request)
+        if token.body_hash != body_hash(request.body) or token.session_id != str(params.get("SessionId") or ""):
+            message = "The request body does not match the command this page continues; send the same body again."
+            return api_error(400, "BadRequest", message, request=request)
+        with self._lock:
+            session = self._sessions.get((tenant_id, token.session_id))
+        runspace = session.runspace if session is not None else str(uuid.uuid4())
+        draw = page_size(self.settings, self.faults.config.seed, _window_key(request), token.first_index)
+        size = min(token.remaining, draw)
+        rows: list[dict[str, Any]] = []
+        afters: list[Cursor] = []
+        start, end = window
+        for record, after in iter_matching(spec, start.timestamp(), end.timestamp(), flt, token.cursor):
+            rows.append(self._row(record, runspace, token.first_index + len(rows), token.result_count))
+            afters.append(after)
+            if len(rows) >= size:
+                break
+        out: dict[str, Any] = {"@odata.context": self._context(request, tenant_id), "value": rows}
+        if rows and token.remaining > len(rows):
+            following = PageToken(
+                token.session_id, token.first_index + len(rows), token.remaining - len(rows), token.result_count,
+                afters[-1], token.body_hash,
+            )  # fmt: skip
+            out["@odata.nextLink"] = self._link(request, tenant_id, following)
+        with self._lock:
+            reads = self._page_reads[token_text]
+            self._page_reads[token_text] += 1
+        if self.faults.is_broken_page(f"exchange|{_window_key(request)}|{token.first_index}", reads):
+            self.stats.bump(self.stats.broken_pages, (tenant_id, "exchange"))
+            return Reply(200, None, raw=broken_json(out))
+        return Reply(200, out)
+
+    @staticmethod
+    def _context(request: Request, tenant_id: str) -> str:
+        return f"{request.base_url}/exchange/adminapi/beta/{tenant_id}/$metadata#Collection(Exchange.GenericHashTable)"
+
+    @staticmethod
+    def _link(request: Request, tenant_id: str, token: PageToken) -> str:
+        parts = [p for p in request.path.split("/") if p]  # exchange/adminapi/beta/{tenant}/InvokeCommand
+        segment = parts[3] if len(parts) > 3 else tenant_id
+        return f"{request.base_url}/exchange/adminapi/beta/{segment}/InvokeCommand?$skiptoken={token.encode()}"
+
+    def _row(self, record: SynthRecord, runspace: str, index: int, count: int) -> dict[str, Any]:
+        text = record.audit_text()
+        if self.faults.is_malformed(record.id):
+            text = corrupt_json(text)
+        return {
+            "RunspaceId": runspace,
+            "RecordType": record.template.exchange_type,
+            "CreationDate": record.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "UserIds": record.user.upn,
+            "Operations": record.template.operation,
+            "AuditData": text,
+            "ResultIndex": index,
+            "ResultCount": count,
+            "Identity": record.id,
+            "IsValid": True,
+            "ObjectState": "Unchanged",
+        }
+
+    def _next_block(self, session: Session, spec: TenantSpec, size: int) -> tuple[list[dict[str, Any]], list[Cursor]]:
+        """The session's next block of rows, each with the stream cursor just after it."""
         with session.lock:  # two calls on one SessionId get consecutive blocks, never the same one
             start, end = session.start.timestamp(), session.end.timestamp()
             if session.result_count < 0:
                 session.result_count = count_matching(spec, start, end, session.flt)
             want = min(size, min(session.cap, session.result_count) - session.returned)
             rows: list[dict[str, Any]] = []
+            afters: list[Cursor] = []
             if want <= 0:
-                return rows
+                return rows, afters
             for record, after in iter_matching(spec, start, end, session.flt, session.cursor):
-                text = record.audit_text()
-                if self.faults.is_malformed(record.id):
-                    text = corrupt_json(text)
                 session.returned += 1
-                rows.append(
-                    {
-                        "RunspaceId": session.runspace,
-                        "RecordType": record.template.exchange_type,
-                        "CreationDate": record.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        "UserIds": record.user.upn,
-                        "Operations": record.template.operation,
-                        "AuditData": text,
-                        "ResultIndex": session.returned,
-                        "ResultCount": session.result_count,
-                        "Identity": record.id,
-                        "IsValid": True,
-                        "ObjectState": "Unchanged",
-                    }
-                )
+                rows.append(self._row(record, session.runspace, session.returned, session.result_count))
+                afters.append(after)
                 session.cursor = after
                 if len(rows) >= want:
                     break
-            return rows
+            return rows, afters

@@ -2,127 +2,36 @@
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
-import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from m365_emulator.config import GRAPH_FULL_PERMISSION, GRAPH_PERMISSIONS, GraphSettings, TenantSpec
-from m365_emulator.state import FaultInjector, Stats, corrupt_json
-from m365_emulator.stream import RecordFilter, count_matching, iter_matching
-from m365_emulator.synth import Cursor
-from m365_emulator.wire import Reply, Request, api_error, iso_z, parse_time
+from m365_emulator.graph_model import (
+    ACTIVE,
+    DISPLAY_FILTER,
+    FILTER_NOT_ALLOWED,
+    LIST_FIELDS,
+    VERSIONS,
+    BadBodyError,
+    GraphQuery,
+    decode_token,
+    encode_token,
+    jitter,
+    parse_create_body,
+)
+from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
+from m365_emulator.stream import count_matching, iter_matching
+from m365_emulator.wire import Reply, Request, api_error, iso_z
 
 logger = logging.getLogger(__name__)
-
-VERSIONS = ("v1.0", "beta")
-_LIST_FIELDS = (
-    "recordTypeFilters",
-    "operationFilters",
-    "userPrincipalNameFilters",
-    "ipAddressFilters",
-    "objectIdFilters",
-    "administrativeUnitIdFilters",
-    "serviceFilters",
-)
-ACTIVE = frozenset({"notStarted", "queued", "running"})
-
-
-class BadBodyError(ValueError):
-    """The create body breaks a rule; the message says which."""
-
-
-@dataclass
-class GraphQuery:
-    id: str
-    tenant: TenantSpec
-    body: dict[str, Any]
-    start: datetime
-    end: datetime
-    flt: RecordFilter
-    created: float
-    outcome: str  # succeeded | failed | cancelled | stuck
-    queued: bool
-    deleted: bool = False
-    extra_delay: float = 0.0
-    """This query's share of ``completion_jitter_seconds``."""
-    returned: int | None = None  # records the query yields (after cap), computed once it succeeds
-    limit_exceeded: bool = False
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def status(self, now: float, delay: float) -> str:
-        elapsed = now - self.created
-        delay += self.extra_delay
-        if elapsed < delay * 0.3:
-            return "queued" if self.queued else "notStarted"
-        if self.outcome == "stuck" or elapsed < delay:
-            return "running"
-        return self.outcome
-
-
-def parse_create_body(raw: bytes, now: datetime) -> tuple[dict[str, Any], datetime, datetime, RecordFilter]:
-    try:
-        body = json.loads(raw or b"{}")
-    except json.JSONDecodeError as exc:
-        raise BadBodyError(f"Invalid request data: the body is not valid JSON ({exc.msg}).") from exc
-    if not isinstance(body, dict):
-        raise BadBodyError("Invalid request data: the body must be a JSON object.")
-    try:
-        start = parse_time(body["filterStartDateTime"]) if body.get("filterStartDateTime") else now - timedelta(180)
-        end = parse_time(body["filterEndDateTime"]) if body.get("filterEndDateTime") else now
-    except ValueError as exc:
-        raise BadBodyError(f"Invalid request data: {exc}") from exc
-    if end <= start:
-        raise BadBodyError("Invalid request data: filterEndDateTime must be later than filterStartDateTime.")
-    for name in _LIST_FIELDS:
-        value = body.get(name)
-        if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
-            raise BadBodyError(f"Invalid request data: {name} must be a collection of strings.")
-    for name in ("keywordFilter", "serviceFilter", "displayName"):
-        if body.get(name) is not None and not isinstance(body[name], str):
-            raise BadBodyError(f"Invalid request data: {name} must be a string.")
-    services = list(body.get("serviceFilters") or [])
-    if body.get("serviceFilter"):
-        services.append(body["serviceFilter"])
-    flt = RecordFilter.build(
-        record_types=body.get("recordTypeFilters"),
-        operations=body.get("operationFilters"),
-        user_ids=body.get("userPrincipalNameFilters"),
-        ip_addresses=body.get("ipAddressFilters"),
-        object_ids=body.get("objectIdFilters"),
-        administrative_unit_ids=body.get("administrativeUnitIdFilters"),
-        keyword=body.get("keywordFilter"),
-        services=services,
-    )
-    return body, start, end, flt
-
-
-_DISPLAY_FILTER = re.compile(r"displayName eq '((?:[^']|'')*)'")
-
-
-def _jitter(body: dict[str, Any], start: datetime, end: datetime, spread: float) -> float:
-    """A stable pseudo-random delay in [0, spread) for this query (same window and name, same delay)."""
-    if spread <= 0:
-        return 0.0
-    key = f"{body.get('displayName') or ''}|{start.isoformat()}|{end.isoformat()}".encode()
-    return spread * int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
-
-
-def _encode_token(emitted: int, cursor: Cursor) -> str:
-    return base64.urlsafe_b64encode(f"{emitted}:{cursor[0]}:{cursor[1]}".encode()).decode().rstrip("=")
-
-
-def _decode_token(token: str) -> tuple[int, Cursor]:
-    emitted, hour, index = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(":")
-    return int(emitted), (int(hour), int(index))
 
 
 class GraphApi:
@@ -141,6 +50,7 @@ class GraphApi:
         self.clock = clock
         self._lock = threading.Lock()
         self._queries: dict[str, GraphQuery] = {}
+        self._page_reads: Counter[str] = Counter()
 
     def active_count(self, tenant_id: str) -> int:
         now, delay = self.clock(), self.settings.completion_delay_seconds
@@ -174,18 +84,34 @@ class GraphApi:
             return api_error(404, "NotFound", f"The audit log query '{rest[0]}' was not found.", request=request)
         if len(rest) == 1 and method == "GET":
             reply = Reply(200, self._render(query, request.base_url, version, entity=True))
+            self.stats.log_query(tenant_id, "used", query.id)
             self.stats.set_concurrency((tenant_id, "graph"), self.active_count(tenant_id))  # polls see finished ones
             return reply
         if len(rest) == 1 and method == "DELETE":
-            with self._lock:
-                query.deleted = True
-            self.stats.bump(self.stats.queries_deleted, tenant_id)
-            self.stats.log_query(tenant_id, "deleted", query.id)
-            self.stats.set_concurrency((tenant_id, "graph"), self.active_count(tenant_id))
-            return Reply(204, None)
+            return self._delete(request, tenant_id, query)
         if len(rest) == 2 and rest[1] == "records" and method == "GET":
-            return self._records(request, query, version)
+            reply = self._records(request, query, version)
+            self.stats.log_query(tenant_id, "used", query.id)
+            return reply
         return api_error(405, "MethodNotAllowed", f"{method} is not supported on this resource.", request=request)
+
+    def _delete(self, request: Request, tenant_id: str, query: GraphQuery) -> Reply:
+        if not self.settings.delete_supported:
+            # What the service answers today (msgraph-sdk-powershell #3421, msgraph-beta-sdk-java #1162): the
+            # route does not exist, in the ASP.NET Web API shape rather than an OData error.
+            self.stats.bump(self.stats.deletes_refused, tenant_id)
+            uri = f"{request.base_url}/security/auditLog/queries('{query.id}')"
+            body = {
+                "Message": f"No HTTP resource was found that matches the request URI '{uri}'.",
+                "MessageDetail": "No type was found that matches the controller named 'queries'.",
+            }
+            return Reply(404, body)
+        with self._lock:
+            query.deleted = True
+        self.stats.bump(self.stats.queries_deleted, tenant_id)
+        self.stats.log_query(tenant_id, "deleted", query.id)
+        self.stats.set_concurrency((tenant_id, "graph"), self.active_count(tenant_id))
+        return Reply(204, None)
 
     def _find(self, tenant_id: str, query_id: str) -> GraphQuery | None:
         with self._lock:
@@ -196,7 +122,9 @@ class GraphApi:
 
     def _create(self, request: Request, tenant_id: str, version: str) -> Reply:
         try:
-            body, start, end, flt = parse_create_body(request.body, datetime.now(UTC))
+            body, start, end, flt = parse_create_body(
+                request.body, datetime.now(UTC), reject_unknown=self.settings.reject_unknown_properties
+            )
         except BadBodyError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
         faults = self.faults.config
@@ -205,7 +133,7 @@ class GraphApi:
             outcome = "cancelled"
         if any(s < end and start < e for s, e in faults.fail_query_windows):
             outcome = "failed"
-        extra = _jitter(body, start, end, self.settings.completion_jitter_seconds)
+        extra = jitter(body, start, end, self.settings.completion_jitter_seconds)
         limit = self.settings.max_concurrent_queries
         key = (tenant_id, "graph")
         with self._lock:  # check-and-insert atomically so parallel creates cannot overshoot the limit
@@ -257,19 +185,35 @@ class GraphApi:
         return False
 
     def _list(self, request: Request, tenant_id: str, version: str) -> Reply:
+        """The tenant's queries, oldest first, ``list_page_size`` per page; ``$filter`` per ``list_filter``."""
         with self._lock:
             mine = [q for q in self._queries.values() if q.tenant.tenant_id == tenant_id and not q.deleted]
         wanted = request.query.get("$filter")
-        if wanted:
-            match = _DISPLAY_FILTER.fullmatch(wanted.strip())
+        mode = self.settings.list_filter
+        if wanted and mode == "refuse":
+            return api_error(400, "BadRequest", FILTER_NOT_ALLOWED, request=request)
+        if wanted and mode == "honour":
+            match = DISPLAY_FILTER.fullmatch(wanted.strip())
             if match is None:
                 return api_error(400, "BadRequest", f"Unsupported $filter: {wanted}", request=request)
             name = match.group(1).replace("''", "'")
             mine = [q for q in mine if (q.body.get("displayName") or "") == name]
-        context = f"{request.base_url}/graph/{version}/$metadata#security/auditLog/queries"
-        return Reply(
-            200, {"@odata.context": context, "value": [self._render(q, request.base_url, version) for q in mine]}
-        )
+        try:
+            skip = int(request.query.get("$skiptoken") or 0)
+        except ValueError:
+            return api_error(400, "BadRequest", "Invalid $skiptoken.", request=request)
+        size = max(1, self.settings.list_page_size)
+        page = mine[skip : skip + size]
+        out: dict[str, Any] = {
+            "@odata.context": f"{request.base_url}/graph/{version}/$metadata#security/auditLog/queries",
+            "value": [self._render(q, request.base_url, version) for q in page],
+        }
+        if skip + size < len(mine):
+            query = f"$skiptoken={skip + size}"
+            if wanted:
+                query = f"$filter={quote(wanted)}&{query}"
+            out["@odata.nextLink"] = f"{request.base_url}/graph/{version}/security/auditLog/queries?{query}"
+        return Reply(200, out)
 
     def _finish(self, query: GraphQuery) -> int:
         """Count what a succeeded query returns: in-window matches plus the boundary bleed, capped."""
@@ -305,9 +249,8 @@ class GraphApi:
                 "displayName": body.get("displayName") or "",
                 "filterStartDateTime": iso_z(query.start),
                 "filterEndDateTime": iso_z(query.end),
-                **{name: list(body.get(name) or []) for name in _LIST_FIELDS},
+                **{name: list(body.get(name) or []) for name in LIST_FIELDS},
                 "keywordFilter": body.get("keywordFilter") or "",
-                "serviceFilter": body.get("serviceFilter") or "",
                 "status": status,
                 "isRecordCountLimitExceeded": query.limit_exceeded if done else False,
                 "recordCountLimit": self.settings.record_count_limit,
@@ -325,7 +268,7 @@ class GraphApi:
         returned = self._finish(query)
         try:
             top = int(request.query.get("$top") or self.settings.page_size)
-            emitted, cursor = _decode_token(request.query["$skiptoken"]) if "$skiptoken" in request.query else (0, None)
+            emitted, cursor = decode_token(request.query["$skiptoken"]) if "$skiptoken" in request.query else (0, None)
         except (ValueError, UnicodeDecodeError):
             return api_error(400, "BadRequest", "Invalid $top or $skiptoken.", request=request)
         if top < 1:
@@ -356,5 +299,12 @@ class GraphApi:
             "value": page,
         }
         if emitted < returned and cursor is not None and page:
-            out["@odata.nextLink"] = f"{base}/records?$top={top}&$skiptoken={_encode_token(emitted, cursor)}"
+            out["@odata.nextLink"] = f"{base}/records?$top={top}&$skiptoken={encode_token(emitted, cursor)}"
+        page_key = f"{query.body.get('displayName') or ''}|{query.start.isoformat()}|{request.query.get('$skiptoken')}"
+        with self._lock:
+            reads = self._page_reads[f"{query.id}|{page_key}"]
+            self._page_reads[f"{query.id}|{page_key}"] += 1
+        if self.faults.is_broken_page(f"graph|{page_key}", reads):
+            self.stats.bump(self.stats.broken_pages, (query.tenant.tenant_id, "graph"))
+            return Reply(200, None, raw=broken_json(out))
         return Reply(200, out)

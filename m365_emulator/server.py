@@ -68,7 +68,9 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception:
                 logger.exception("handler failed for %s %s", self.command, split.path)
                 reply, content_type = api_error(500, "InternalServerError", "The emulator failed."), _JSON
-            payload = b"" if reply.body is None else json.dumps(reply.body).encode()
+            payload = (
+                reply.raw if reply.raw is not None else b"" if reply.body is None else json.dumps(reply.body).encode()
+            )
             self.send_response(reply.status)
             for name, value in reply.headers:
                 self.send_header(name, value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import threading
 import time
@@ -20,12 +21,13 @@ Key = tuple[str, str]
 class QueryEvent:
     """One step of a Graph query's life, or the start/end of an Exchange call, as the server saw it.
 
-    ``moment`` is ``time.monotonic()``; Exchange calls log "created" when they start and "deleted" when they end.
+    ``moment`` is ``time.monotonic()``; Exchange calls log "created" when they start and "deleted" when they end;
+    Graph queries log "created", "used" (a status poll or a records page) and "deleted" (a DELETE that removed it).
     """
 
     moment: float
     tenant_id: str
-    kind: str  # "created" | "deleted"
+    kind: str  # "created" | "used" | "deleted"
     query_id: str
     api: str = "graph"
 
@@ -43,9 +45,13 @@ class Stats:
         injected_5xx: 503/504 answers injected by faults.
         transient_403: transient 403 answers injected by faults.
         auth_failures: 401s served by the APIs.
-        queries_created / queries_deleted: keyed by tenant_id.
+        queries_created / queries_deleted: keyed by tenant_id (a DELETE answered 404 deletes nothing).
+        deletes_refused: Graph DELETEs answered 404 because deletion is not supported (keyed by tenant_id).
+        broken_pages: pages served as broken JSON.
+        anchors: every X-AnchorMailbox value InvokeCommand received, with how often.
+        high_completeness_calls: InvokeCommand calls with ``HighCompleteness`` set.
         tokens_issued: successful token responses (whole emulator).
-        query_events: Graph query creations and deletions in order, for in-flight timelines (``live_timeline``).
+        query_events: Graph query and Exchange call events in order, for in-flight timelines (``live_timeline``).
     """
 
     peak_concurrency: Counter[Key] = field(default_factory=Counter)
@@ -58,6 +64,10 @@ class Stats:
     auth_failures: Counter[Key] = field(default_factory=Counter)
     queries_created: Counter[str] = field(default_factory=Counter)
     queries_deleted: Counter[str] = field(default_factory=Counter)
+    deletes_refused: Counter[str] = field(default_factory=Counter)
+    broken_pages: Counter[Key] = field(default_factory=Counter)
+    anchors: Counter[str] = field(default_factory=Counter)
+    high_completeness_calls: Counter[Key] = field(default_factory=Counter)
     tokens_issued: int = 0
     query_events: list[QueryEvent] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -73,9 +83,10 @@ class Stats:
     def live_timeline(self, tenant_id: str, api: str = "graph") -> list[tuple[float, int]]:
         """(moment, items in flight) at each start/end, in time order.
 
-        An item lives from its first "created" to its last "deleted" event. Graph items are queries: a collector lane
-        holds its query from create to delete, so this counts chunks in flight as the server sees them. Exchange items
-        are search windows (StartDate/EndDate): a chunk's count probe and session calls make one item.
+        An item lives from its first "created" to its last event of any kind. Graph items are queries: a collector
+        lane uses its query from create to its last records page (or its delete, when it deletes), so this counts
+        chunks in flight as the server sees them. Exchange items are search windows (StartDate/EndDate): a chunk's
+        count probe and session calls make one item.
         """
         with self.lock:
             events = [e for e in self.query_events if e.tenant_id == tenant_id and e.api == api]
@@ -84,11 +95,10 @@ class Stats:
         for event in events:
             if event.kind == "created":
                 first.setdefault(event.query_id, event.moment)
-            else:
-                last[event.query_id] = event.moment
+            last[event.query_id] = event.moment
         steps = sorted(
             [(moment, 0, 1) for moment in first.values()]
-            + [(moment, 1, -1) for key, moment in last.items() if key in first]
+            + [(moment, 1, -1) for key, moment in last.items() if key in first and moment > first[key]]
         )  # at the same moment a start counts before an end (a handover never reads as a dip)
         timeline: list[tuple[float, int]] = []
         live = 0
@@ -144,6 +154,17 @@ class FaultInjector:
             return InjectedFault(status, retry, "5xx")
         return None
 
+    def is_broken_page(self, page_key: str, read: int) -> bool:
+        """Whether read number ``read`` (0 = the first) of the page ``page_key`` is served as broken JSON.
+
+        A stable draw per (seed, page, read): the same run breaks the same pages, and a re-read draws again.
+        """
+        rate = self.config.broken_page_rate
+        if rate <= 0:
+            return False
+        digest = hashlib.sha256(f"{self.config.seed}:{page_key}:{read}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < rate
+
     def is_malformed(self, record_id: str) -> bool:
         """Stable per record, so a retried page is corrupted the same way."""
         cfg = self.config
@@ -158,3 +179,8 @@ class FaultInjector:
 def corrupt_json(text: str) -> str:
     """Invalid JSON text that still looks like the start of the record (what broken UAL records look like)."""
     return text[: max(1, len(text) // 2)] + '\\u00"'
+
+
+def broken_json(body: Any) -> bytes:
+    """A JSON document with its closing brace missing (the failure msgraph-sdk-powershell #2677/#2855 report)."""
+    return json.dumps(body).encode()[:-1]

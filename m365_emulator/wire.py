@@ -23,11 +23,16 @@ class Request:
 
 @dataclass(frozen=True)
 class Reply:
-    """An HTTP answer: status, body (JSON-serialisable, or None for no body), extra headers."""
+    """An HTTP answer: status, body (JSON-serialisable, or None for no body), extra headers.
+
+    ``raw`` replaces the serialised body with these exact bytes (a broken JSON page, as the real services sometimes
+    send one).
+    """
 
     status: int
     body: Any
     headers: tuple[tuple[str, str], ...] = field(default=())
+    raw: bytes | None = None
 
 
 def api_error(

@@ -10,6 +10,7 @@
     │   ├── PermanentApiError  retrying will not help
     │   │   ├── AuthenticationError  bad tenant, bad client id/secret/certificate (names the setting)
     │   │   ├── MissingPermissionError  the app lacks an API permission or role (names it)
+    │   │   ├── RoutingError         the service could not route the call (Exchange's anchor mailbox)
     │   │   └── QueryFailedError     the server reports the query failed or was cancelled
     │   └── NeedsSplitError    the window hit the source's result cap; split it and query again
     └── SinkError              writing output failed
@@ -82,6 +83,13 @@ class MissingPermissionError(PermanentApiError):
     def __init__(self, message: str, *, permission: str, status: int | None = None) -> None:
         super().__init__(message, status=status)
         self.permission = permission
+
+
+class RoutingError(PermanentApiError):
+    """The service refused how the call was routed (a wrong ``X-AnchorMailbox``); every chunk would fail alike."""
+
+    kind = "routing"
+    dooms_collection = True
 
 
 class QueryFailedError(PermanentApiError):

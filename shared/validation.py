@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared.audit.config import is_initial_domain
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
-from shared.names import is_safe_id
+from shared.names import is_retry_id, is_safe_id
 from shared.planning import chunk_count, smallest_interval_minutes
 from shared.settings import Settings
 
@@ -32,7 +33,17 @@ _USER_ID = re.compile(r"^[A-Za-z0-9._%+'@-]{1,256}$")
 # surrogates (Cs: not characters at all). They are invisible or break lines in logs, names and the audit APIs' filters.
 _INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _ALLOWED_FIELDS = frozenset(
-    {"tenantId", "startDate", "endDate", "intervalMinutes", "maxConcurrency", "source", "filters", "collectionId"}
+    {
+        "tenantId",
+        "startDate",
+        "endDate",
+        "intervalMinutes",
+        "maxConcurrency",
+        "source",
+        "filters",
+        "collectionId",
+        "highCompleteness",
+    }
 )
 _FILTER_FIELDS = {
     "recordTypes": "record_types",
@@ -68,6 +79,7 @@ class CollectionRequest:
     filters: AuditFilters
     collection_id: str | None
     chunk_count: int
+    high_completeness: bool = False
 
     def to_json(self) -> JsonDict:
         return {
@@ -80,6 +92,7 @@ class CollectionRequest:
             "filters": filters_to_json(self.filters),
             "collectionId": self.collection_id,
             "chunkCount": self.chunk_count,
+            "highCompleteness": self.high_completeness,
         }
 
     @classmethod
@@ -94,6 +107,7 @@ class CollectionRequest:
             filters=filters_from_json(data.get("filters")),
             collection_id=data.get("collectionId"),
             chunk_count=int(data["chunkCount"]),
+            high_completeness=bool(data.get("highCompleteness", False)),
         )
 
 
@@ -151,6 +165,8 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
     source = source.lower()
 
+    _exchange_tenant(tenant_id, source)
+    high_completeness = _high_completeness(body.get("highCompleteness", False), source)
     filters = _filters(body.get("filters"), settings)
     if source == "exchange" and len(filters.record_types) > 1:
         raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
@@ -166,7 +182,39 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest(
             "collectionId", "reserved", f"collectionId {collection_id!r} is a path of the API (the collections page)"
         )
-    return CollectionRequest(tenant_id, start, end, interval, concurrency, source, filters, collection_id, count)
+    if collection_id is not None and is_retry_id(collection_id):
+        raise InvalidRequest(
+            "collectionId", "reserved", "collectionId may not end in -retry-<number>: retry-failed names its retries so"
+        )
+    return CollectionRequest(
+        tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness
+    )
+
+
+def _exchange_tenant(tenant_id: str, source: str) -> None:
+    """Exchange routes app-only calls by an anchor mailbox at the tenant's initial domain, so it needs that domain.
+
+    A GUID or a custom domain cannot be turned into it with the collector's permissions (Graph's /organization and
+    tenantRelationships lookups need other permissions), so the request must name it.
+    """
+    if source == "exchange" and not is_initial_domain(tenant_id):
+        raise InvalidRequest(
+            "tenantId",
+            "initial_domain",
+            "with source exchange, tenantId must be the tenant's initial domain <name>.onmicrosoft.com (see the "
+            "tenant's domains in the Entra admin center): Exchange routes app-only calls by the X-AnchorMailbox "
+            "APP:SystemMailbox{...}@<initial domain>, which a GUID or a custom domain does not give",
+        )
+
+
+def _high_completeness(value: Any, source: str) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidRequest("highCompleteness", "type", "highCompleteness must be true or false")
+    if value and source != "exchange":
+        raise InvalidRequest(
+            "highCompleteness", "exchange_only", "highCompleteness is an option of the exchange source only"
+        )
+    return value
 
 
 RESERVED_IDS = frozenset({"view"})

@@ -18,6 +18,7 @@ from shared.window_state import (
     DELETE,
     EXPORT,
     POLL,
+    QUERY_DISPOSITIONS,
     SUBMIT,
     CallActivity,
     Carried,
@@ -149,6 +150,7 @@ class CollectionWindow:
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done."""
         lane = self.lanes[lane_id]
         if lane.phase == DELETE:  # best effort: the chunk's outcome was decided before the delete
+            self._count_query(str(result.data.get("disposition")) if result.ok else "deleteFailed")
             return self._end(lane)
         if result.needs_split:
             return self._needs_split(lane)
@@ -211,10 +213,16 @@ class CollectionWindow:
 
     def _conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]:
         lane.ending = ending
-        if lane.query_id is not None:  # free the tenant's query slot before the lane gives up its slot
-            lane.phase = DELETE
-            return [self._call(lane)]
+        if lane.query_id is not None:
+            if self.options.delete_queries:  # ask the service to delete it before the lane gives up its slot
+                lane.phase = DELETE
+                return [self._call(lane)]
+            self._count_query("leftOnService")
         return self._end(lane)
+
+    def _count_query(self, disposition: str) -> None:
+        """What became of a lane's query; a delete result naming no known outcome counts as a failed delete."""
+        self.state.queries[disposition if disposition in QUERY_DISPOSITIONS else "deleteFailed"] += 1
 
     def _end(self, lane: Lane) -> list[Step]:
         del self.lanes[lane.id]
@@ -249,6 +257,7 @@ class CollectionWindow:
             "queryId": lane.query_id,
             "allowIncomplete": lane.allow_incomplete,
             "attempt": lane.attempts,
+            "highCompleteness": self.options.high_completeness,
         }
         name = {
             SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
@@ -285,6 +294,7 @@ class CollectionWindow:
             "execution": self.state.execution,
             "stopping": self.state.doomed.message if self.state.doomed else None,
             "grid": self.grid.publish(self.state, self.lanes.values()),
+            "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
         }
 
     def output(self, manifest: str | None) -> JsonDict:

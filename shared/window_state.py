@@ -28,9 +28,13 @@ class RunOptions:
     min_split_seconds: int = 60
     chunks_per_execution: int = 50
     max_records_per_chunk: int = 0
+    delete_queries: bool = False
+    """Send a DELETE for each Graph query once its chunk is decided (the service does not support it today)."""
+    high_completeness: bool = False
+    """Ask Exchange for completeness over speed (``-HighCompleteness``); set per request."""
 
     @classmethod
-    def from_settings(cls, settings: Settings, max_concurrency: int) -> RunOptions:
+    def from_settings(cls, settings: Settings, max_concurrency: int, *, high_completeness: bool = False) -> RunOptions:
         return cls(
             max_concurrency=max_concurrency,
             poll_interval_seconds=settings.poll_interval_seconds,
@@ -43,6 +47,8 @@ class RunOptions:
             min_split_seconds=settings.min_split_seconds,
             chunks_per_execution=settings.chunks_per_execution,
             max_records_per_chunk=settings.max_records_per_chunk,
+            delete_queries=settings.delete_queries,
+            high_completeness=high_completeness,
         )
 
     def poll_delay(self, polls_done: int) -> float:
@@ -79,6 +85,15 @@ class Failure:
         return cls(Chunk.from_json(data["chunk"]), str(data["kind"]), str(data["message"]), int(data["attempts"]))
 
 
+QUERY_DISPOSITIONS = ("deleted", "leftOnService", "deleteUnsupported", "deleteFailed")
+"""What became of each Graph query: deleted (a 2xx said so), left on the service (deletion off), delete answered
+404 (not supported), delete failed otherwise."""
+
+
+def no_queries() -> dict[str, int]:
+    return dict.fromkeys(QUERY_DISPOSITIONS, 0)
+
+
 @dataclass(slots=True)
 class Carried:
     """What survives ``continue_as_new``: a cursor, counters and failures (never per-chunk results)."""
@@ -96,6 +111,8 @@ class Carried:
     doomed: ActivityError | None = None
     execution: int = 1
     next_lane: int = 0
+    queries: dict[str, int] = field(default_factory=no_queries)
+    """Graph queries by disposition (``QUERY_DISPOSITIONS``)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -111,6 +128,7 @@ class Carried:
             "doomed": self.doomed.to_json() if self.doomed else None,
             "execution": self.execution,
             "nextLane": self.next_lane,
+            "queries": dict(self.queries),
         }
 
     @classmethod
@@ -131,16 +149,17 @@ class Carried:
             doomed=ActivityError.from_json(doomed) if doomed else None,
             execution=int(data.get("execution", 1)),
             next_lane=int(data.get("nextLane", 0)),
+            queries={**no_queries(), **{k: int(v) for k, v in (data.get("queries") or {}).items()}},
         )
 
 
-# Lane phases. Graph: SUBMIT -> POLL (timers + status) -> EXPORT -> DELETE. Exchange: COLLECT.
+# Lane phases. Graph: SUBMIT -> POLL (timers + status) -> EXPORT [-> DELETE when deletion is on]. Exchange: COLLECT.
 SUBMIT, POLL, EXPORT, DELETE, COLLECT = "submit", "poll", "export", "delete", "collect"
 
 
 @dataclass(slots=True)
 class Lane:
-    """One chunk in flight; it keeps its slot from submit to delete."""
+    """One chunk in flight; it keeps its slot from submit to export (to delete, when queries are deleted)."""
 
     id: int
     chunk: Chunk
@@ -174,6 +193,7 @@ __all__ = [
     "DELETE",
     "EXPORT",
     "POLL",
+    "QUERY_DISPOSITIONS",
     "SUBMIT",
     "CallActivity",
     "Carried",
@@ -183,4 +203,5 @@ __all__ = [
     "RunOptions",
     "Step",
     "Wait",
+    "no_queries",
 ]

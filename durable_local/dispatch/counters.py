@@ -29,6 +29,7 @@ class _Values:
     discarded_messages: int = 0
     episode_errors: int = 0
     activity_renewals: int = 0
+    entity_batches_aborted: int = 0
 
 
 class EngineCounters:
@@ -89,4 +90,5 @@ class EngineCounters:
                 "discarded_messages": v.discarded_messages,
                 "episode_errors": v.episode_errors,
                 "activity_renewals": v.activity_renewals,
+                "entity_batches_aborted": v.entity_batches_aborted,
             }

@@ -12,6 +12,9 @@ Per work item (DTFx ``LockNextTaskOrchestrationWorkItemAsync`` + ``CompleteTaskO
    events under the sentinel ETag (conflict = split brain → abandon); (3) the Instances row; (4) delete the
    work item's messages; then release the session.
 
+Entity instances (``@name@key``) take the same path with ``run_entity_episode`` (``durable_local.entities``):
+they start themselves on their first message, and an aborted entity batch abandons its messages.
+
 Crash points C1-C7 and C13 are hit at the matching places (``durable_local.faults``).
 """
 
@@ -25,6 +28,9 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from durable_local.dispatch.counters import EngineCounters
+from durable_local.entities.batch import EntityBatchError
+from durable_local.entities.episode import auto_start_applies, run_entity_episode
+from durable_local.entities.ids import is_entity_instance
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
@@ -37,6 +43,15 @@ from durable_local.settings import EngineSettings
 _log = logging.getLogger(__name__)
 
 _LIVE = (RuntimeStatus.RUNNING, RuntimeStatus.PENDING, RuntimeStatus.SUSPENDED)
+
+
+def replay_settings(settings: EngineSettings) -> ReplaySettings:
+    """The episode knobs that come from the engine settings (the rest keep the extension's defaults)."""
+    return ReplaySettings(
+        include_parameters=settings.store_inputs_in_orchestration_history,
+        max_entity_operation_batch_size=settings.max_entity_operation_batch_size,
+        entity_message_reorder_window=settings.entity_message_reorder_window,
+    )
 
 
 def history_status(history: list[HistoryEvent]) -> RuntimeStatus:
@@ -61,7 +76,13 @@ class OrchestrationDispatcher:
         faults: FaultInjector,
         counters: EngineCounters,
         on_checkpoint: Callable[[str], None] | None = None,
+        entities_only: bool = False,
+        threads: int | None = None,
     ) -> None:
+        self._entities_only = entities_only
+        """True for the entity dispatcher of ``use_separate_queue_for_entity_work_items`` (the seed's entity ready
+        queue, ``GetNextSessionAsync(entitiesOnly: true)``); False takes every other ready batch."""
+        self._thread_count = threads or settings.orchestration_threads
         self._sessions = sessions
         self._tracking = tracking
         self._work_items = work_items
@@ -78,8 +99,9 @@ class OrchestrationDispatcher:
         self._busy_lock = threading.Lock()
 
     def start(self) -> None:
-        for index in range(self._settings.orchestration_threads):
-            thread = threading.Thread(target=self._run, name=f"dl-orchestrator-{index}", daemon=True)
+        prefix = "dl-entity" if self._entities_only else "dl-orchestrator"
+        for index in range(self._thread_count):
+            thread = threading.Thread(target=self._run, name=f"{prefix}-{index}", daemon=True)
             self._threads.append(thread)
             thread.start()
 
@@ -92,7 +114,7 @@ class OrchestrationDispatcher:
     def _run(self) -> None:
         try:
             while not self._stop.is_set() and not self._faults.dead:
-                session = self._sessions.get_next_session(timeout=0.1)
+                session = self._sessions.get_next_session(timeout=0.1, entities_only=self._entities_only)
                 if session is None:
                     continue
                 with self._busy_lock:
@@ -114,6 +136,12 @@ class OrchestrationDispatcher:
                 self._execute(session)
         except WorkerKilled:
             raise
+        except EntityBatchError as exc:
+            # The extension aborts the batch (SessionAbortedException): the messages come back with back-off.
+            self._counters.add("entity_batches_aborted")
+            _log.warning("entity batch of %s aborted, will be retried: %s", session.instance_id, exc)
+            if self._sessions.is_active(session):
+                self._abandon_all(session)
         except Exception:
             # A bug or a storage failure: give the messages back (abandon) so that they are retried later.
             self._counters.add("episode_errors")
@@ -166,6 +194,12 @@ class OrchestrationDispatcher:
 
     def _not_executable_reason(self, session: OrchestrationSession) -> str | None:
         has_start = started_event(session.history) is not None
+        if (
+            not has_start
+            and is_entity_instance(session.instance_id)
+            and auto_start_applies(False, [m.body for m in session.current_batch])
+        ):
+            return None  # DTFx Entities.AutoStart: the entity episode creates the ExecutionStarted
         if not has_start and not any(
             event_type(m.body.event) is EventType.EXECUTION_STARTED for m in session.current_batch
         ):
@@ -236,7 +270,8 @@ class OrchestrationDispatcher:
         # replaying it terminates the instance, and as a past event it is never written (like DTFx, which
         # checkpoints only the runtime state's new events; its row number stays unused).
         replay_started = time.perf_counter()
-        result = run_episode(
+        episode = run_entity_episode if is_entity_instance(session.instance_id) else run_episode
+        result = episode(
             EpisodeInput(
                 instance_id=session.instance_id,
                 past_events=past,
@@ -244,7 +279,7 @@ class OrchestrationDispatcher:
                 now=now,
                 registry=self._registry,
                 mode=self._settings.scheduling_mode,
-                settings=ReplaySettings(include_parameters=self._settings.store_inputs_in_orchestration_history),
+                settings=replay_settings(self._settings),
             )
         )
         replay_seconds = time.perf_counter() - replay_started

@@ -22,7 +22,8 @@ accepting requests and drains the engine.
 
 Modules: ``config`` (host.json, local.settings.json), ``loader`` (import + index the app), ``routing``
 (route templates), ``invoke`` (worker-compatible invocation), ``client_binding`` (durableClient JSON),
-``keys``, ``status_json`` (extension JSON shapes), ``webhooks`` (the Durable HTTP API), ``server``
+``keys``, ``status_json`` (extension JSON shapes), ``webhooks`` (the Durable HTTP API; ``entity_api`` its
+``entities/`` routes), ``server``
 (aiohttp app), ``host`` (``LocalHost``).
 """
 

@@ -35,6 +35,8 @@ class AppSettings:
     partition_count: int = 4
     max_queue_polling_interval: float | None = None
     """Seconds (``storageProvider.maxQueuePollingInterval``), None when not set."""
+    max_entity_operation_batch_size: int = 5000
+    entity_message_reorder_window_minutes: int = 30
     store_inputs_in_orchestration_history: bool = False
     """``storeInputsInOrchestrationHistory``: activity and sub-orchestration inputs are kept in history."""
     raw: Mapping[str, Any] = field(default_factory=dict)
@@ -65,6 +67,8 @@ def load_host_json(app_dir: Path) -> AppSettings:
         max_concurrent_orchestrations=_positive_int(durable, "maxConcurrentOrchestratorFunctions", 10, path),
         partition_count=_positive_int(provider, "partitionCount", 4, path),
         max_queue_polling_interval=_timespan_seconds(provider.get("maxQueuePollingInterval"), path),
+        max_entity_operation_batch_size=_positive_int(durable, "maxEntityOperationBatchSize", 5000, path),
+        entity_message_reorder_window_minutes=_positive_int(durable, "entityMessageReorderWindowInMinutes", 30, path),
         store_inputs_in_orchestration_history=_bool(durable, "storeInputsInOrchestrationHistory", False, path),
         raw=raw,
     )

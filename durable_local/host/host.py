@@ -16,7 +16,7 @@ from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
 from durable_local.host.config import AppSettings, HostConfigError, apply_local_settings, load_host_json
-from durable_local.host.invoke import AsyncRunner, make_activity, make_orchestrator
+from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, make_orchestrator
 from durable_local.host.keys import HostKeys
 from durable_local.host.loader import LoadedApp, load_app
 from durable_local.host.server import AppServer
@@ -118,6 +118,7 @@ class LocalHost:
             activities={
                 name: make_activity(fn, self._runner, str(self.app_dir)) for name, fn in self.app.activities.items()
             },
+            entities={name: make_entity(fn) for name, fn in self.app.entities.items()},
         )
         self._engine = (self._engine_factory or self._default_engine)(registry, settings)
         self._loop = asyncio.new_event_loop()
@@ -193,6 +194,8 @@ class LocalHost:
             "max_concurrent_activities": settings.max_concurrent_activities,
             "max_concurrent_orchestrations": settings.max_concurrent_orchestrations,
             "scheduling_mode": self._mode,
+            "max_entity_operation_batch_size": settings.max_entity_operation_batch_size,
+            "entity_message_reorder_window": timedelta(minutes=settings.entity_message_reorder_window_minutes),
             "store_inputs_in_orchestration_history": settings.store_inputs_in_orchestration_history,
         }
         if settings.max_queue_polling_interval is not None:

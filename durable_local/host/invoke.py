@@ -4,12 +4,14 @@
   ``ActivityTriggerConverter`` (so durable custom objects round-trip exactly as in Azure).
 * Orchestrators: the SDK handle gets the context JSON string; a thread-local marks the running
   ``DurableOrchestrationContext`` so ``ReplayLogFilter`` can drop user log lines emitted while replaying.
+* Entities: the SDK handle gets the batch JSON (``durable_local.entities.batch``) and answers the result JSON.
 * Every invocation logs one line: function, instance id when known, duration and outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 import time
@@ -20,7 +22,7 @@ from typing import Any
 
 import azure.functions as func
 
-from durable_local.host.loader import ActivityFunction, OrchestratorFunction
+from durable_local.host.loader import ActivityFunction, EntityFunction, OrchestratorFunction
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +141,33 @@ def make_orchestrator(orchestrator: OrchestratorFunction) -> Callable[[str], str
         return result
 
     return run
+
+
+def make_entity(entity: EntityFunction) -> Callable[[str], str]:
+    """The engine's ``EntityFn``: the SDK handle gets the batch JSON the way the worker passes it (an
+    ``EntityContext`` whose ``body`` is the JSON text) and answers the batch result JSON."""
+    from azure.functions._durable_functions import EntityContext
+
+    def run(batch_json: str) -> str:
+        started = time.perf_counter()
+        instance_id = _entity_instance_id(batch_json)
+        try:
+            result = entity.handle(EntityContext(batch_json))
+        except BaseException as exc:
+            log_invocation(entity.name, started, f"Failed: {type(exc).__name__}: {exc}", instance_id)
+            raise
+        log_invocation(entity.name, started, "Succeeded", instance_id)
+        return str(result)
+
+    return run
+
+
+def _entity_instance_id(batch_json: str) -> str | None:
+    try:
+        identity = json.loads(batch_json)["self"]
+        return f"@{identity['name']}@{identity['key']}"
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 class ReplayLogFilter(logging.Filter):

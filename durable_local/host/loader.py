@@ -70,16 +70,25 @@ class OrchestratorFunction:
 
 
 @dataclass(slots=True)
+class EntityFunction:
+    name: str
+    """The entity name (``entity_name`` of the trigger, else the function name)."""
+    handle: Callable[[Any], str]
+    """The SDK handle ``Entity.create(user_fn)`` registered by ``entity_trigger``."""
+
+
+@dataclass(slots=True)
 class LoadedApp:
     app_dir: Path
     module: ModuleType
     http: list[HttpFunction] = field(default_factory=list)
     activities: dict[str, ActivityFunction] = field(default_factory=dict)
     orchestrators: dict[str, OrchestratorFunction] = field(default_factory=dict)
+    entities: dict[str, EntityFunction] = field(default_factory=dict)
 
     @property
     def function_names(self) -> list[str]:
-        return [f.name for f in self.http] + list(self.orchestrators) + list(self.activities)
+        return [f.name for f in self.http] + list(self.orchestrators) + list(self.activities) + list(self.entities)
 
 
 def load_app(app_dir: Path | str) -> LoadedApp:
@@ -190,10 +199,11 @@ def _index_function(loaded: LoadedApp, name: str, function: Any) -> None:
     elif kind == "httpTrigger":
         loaded.http.append(_http_function(name, trigger, others, handler))
     elif kind == "entityTrigger":
-        raise AppLoadError(
-            f"function {name!r}: binding {trigger.get('name')!r} of type entityTrigger is not supported by the "
-            "local host (durable entities are not implemented)"
-        )
+        _refuse_extra(name, others)
+        entity = str(trigger.get("entityName") or name)
+        if not hasattr(handler, "entity_function"):
+            raise AppLoadError(f"function {name!r}: entityTrigger handler is not an SDK entity handle")
+        loaded.entities[entity] = EntityFunction(entity, handler)
     else:
         raise AppLoadError(f"function {name!r}: trigger {trigger.get('name')!r} of type {kind} is not supported")
 

@@ -26,6 +26,7 @@ from durable_local.errors import (
     InvalidInstanceStateError,
 )
 from durable_local.host.client_binding import management_urls
+from durable_local.host.entity_api import EntityHttpApi
 from durable_local.host.keys import HostKeys
 from durable_local.host.status_json import status_payload
 from durable_local.model import RuntimeStatus
@@ -53,11 +54,14 @@ class DurableHttpApi:
         self._engine = engine
         self._base_url = base_url
         self._keys = keys
+        self._entities = EntityHttpApi(engine)
 
     async def handle(self, request: web.Request, tail: str) -> web.StreamResponse:
         segments = [unquote(part) for part in tail.strip("/").split("/")] if tail.strip("/") else []
         method = request.method.upper()
         try:
+            if segments and segments[0] == "entities":
+                return await self._entities.handle(request, segments[1:])
             if segments and segments[0] == "orchestrators" and len(segments) in (2, 3):
                 if method != "POST":
                     return web.Response(status=404)

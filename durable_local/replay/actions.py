@@ -67,6 +67,8 @@ class Action:
     event_name: str | None = None
     retry: RetryPolicy | None = None
     children: list[Action] = field(default_factory=list)
+    operation: str | None = None
+    """Entity operation name (CallEntity / SignalEntity)."""
 
 
 @dataclass(slots=True)
@@ -143,6 +145,7 @@ def parse_action(data: dict[str, Any]) -> Action:
         event_name=data.get("externalEventName"),
         retry=_retry(retry) if isinstance(retry, dict) else None,
         children=[parse_action(child) for child in data.get("compoundActions") or []],
+        operation=data.get("operation"),
     )
 
 

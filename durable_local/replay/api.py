@@ -29,6 +29,10 @@ class ReplaySettings:
     long_running_timer_interval: timedelta = timedelta(days=3)
     max_orchestration_actions: int = 100_000
     default_http_async_request_sleep_ms: int = 30_000
+    max_entity_operation_batch_size: int = 5000
+    """``MaxEntityOperationBatchSize``: operations per entity batch (extension: 5000; 50 on Consumption)."""
+    entity_message_reorder_window: timedelta = timedelta(minutes=30)
+    """``EntityMessageReorderWindowInMinutes``: window in which entity requests are re-ordered and de-duplicated."""
     include_parameters: bool = False
     """DTFx ``TaskOrchestrationDispatcher.IncludeParameters`` (the extension's ``storeInputsInOrchestrationHistory``):
     keep activity and sub-orchestration inputs in the TaskScheduled / SubOrchestrationInstanceCreated history

@@ -1,7 +1,8 @@
 """Decision events and their outbound messages, as DTFx's dispatcher makes them.
 
 ``TaskOrchestrationDispatcher.ProcessScheduleTaskDecision`` / ``ProcessCreateTimerDecision`` /
-``ProcessCreateSubOrchestrationInstanceDecision`` / ``ProcessWorkflowCompletedTaskDecision``: each
+``ProcessCreateSubOrchestrationInstanceDecision`` / ``ProcessSendEventDecision`` /
+``ProcessWorkflowCompletedTaskDecision``: each
 decision appends one history event carrying the decision's sequence number as ``EventId`` and may
 produce one message.
 """
@@ -15,6 +16,7 @@ from datetime import datetime
 
 from durable_local.history import (
     ParentInstance,
+    event_raised,
     execution_started,
     format_timestamp,
     sub_orchestration_completed,
@@ -80,6 +82,8 @@ def decision_event(decision: Decision, now: datetime) -> HistoryEvent:
                 "Tags": None,
             }
         )
+    elif decision.kind == EventType.EVENT_SENT:
+        event.update({"InstanceId": decision.instance_id, "Name": decision.name, "Input": decision.input})
     else:  # ExecutionCompleted / ContinueAsNew
         event.update({"OrchestrationStatus": decision.status, "Result": decision.result, "FailureDetails": None})
     return event
@@ -135,6 +139,11 @@ def decision_message(
             tags=info.tags,
         )
         outbound.orchestrator_messages.append(TaskMessage(child_instance, child_execution, started))
+    elif decision.kind == EventType.EVENT_SENT:
+        # ProcessSendEventDecision: the target gets an EventRaised with the same name and data.
+        raised = event_raised(timestamp=now, name=decision.name or "", input=decision.input)
+        target = decision.instance_id or ""
+        outbound.orchestrator_messages.append(TaskMessage(target, None, raised, sender=info.instance_id))
 
 
 def parent_notification(decision: Decision, info: ExecutionInfo, now: datetime) -> TaskMessage | None:

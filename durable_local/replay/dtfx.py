@@ -163,6 +163,11 @@ class DtfxContext:
             self.waiters.setdefault(key, deque()).append(task)
         return task
 
+    def send_event(self, instance_id: str, name: str, data: str | None) -> None:
+        """``SendEvent``: a fire-and-forget decision (EventSent) that consumes a sequence number."""
+        task_id = self._next_id()
+        self.actions[task_id] = Decision(task_id, EventType.EVENT_SENT, name=name, input=data, instance_id=instance_id)
+
     def set_continue_as_new(self, input: str | None) -> None:
         self.continue_as_new = True
         self.continue_as_new_input = input

@@ -147,6 +147,8 @@ def _run_execution(
         registry=episode.registry,
         mode=episode.mode,
         max_actions=episode.settings.max_orchestration_actions,
+        instance_id=info.instance_id,
+        entity_reorder_window=episode.settings.entity_message_reorder_window,
     )
     non_determinism: NonDeterminismError | None = None
     try:

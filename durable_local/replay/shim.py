@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import timedelta
 
+from durable_local.entities.ids import EntityId
 from durable_local.model import FunctionRegistry, SchedulingMode
 from durable_local.replay.actions import Action, ActionType, OrchestratorOutcome, RetryPolicy
 from durable_local.replay.dtfx import DtfxContext, SimTask, completed_task, when_all, when_any
+from durable_local.replay.entity_calls import EntityCalls
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +41,11 @@ class Shim:
         registry: FunctionRegistry,
         mode: SchedulingMode,
         max_actions: int,
+        instance_id: str = "",
+        entity_reorder_window: timedelta = timedelta(minutes=30),
     ) -> None:
         self.context = context
+        self.entity_calls = EntityCalls(context, instance_id, entity_reorder_window)
         self.outcome = outcome
         self.registry = registry
         self.mode = mode
@@ -139,22 +145,46 @@ class Shim:
             return when_all([self.invoke(child) for child in action.children])
         if kind == ActionType.WHEN_ANY:
             return when_any([self.invoke(child) for child in action.children])
-        if kind in (ActionType.CALL_ENTITY, ActionType.SIGNAL_ENTITY, ActionType.SCHEDULED_SIGNAL_ENTITY):
-            raise ShimError(
-                f"Durable entities ({kind.name}) are not supported by durable_local; "
-                "use activities or sub-orchestrations instead."
-            )
+        if kind in (ActionType.CALL_ENTITY, ActionType.SIGNAL_ENTITY):
+            entity = self._check_entity(action.instance_id)
+            signal = kind == ActionType.SIGNAL_ENTITY
+            return self.entity_calls.send(entity, action.operation or "", action.input, signal=signal)
+        if kind == ActionType.SCHEDULED_SIGNAL_ENTITY:
+            raise ShimError("Scheduled entity signals (ScheduledSignalEntity) are not supported by durable_local.")
         if kind == ActionType.CALL_HTTP:
             raise ShimError("Durable HTTP (CallHttp) is not supported by durable_local; call HTTP from an activity.")
         raise ShimError(f"Received an unexpected action type from the out-of-proc function: '{kind}'.")
 
-    def _check_function(self, name: str | None, *, activity: bool) -> None:
+    def _check_entity(self, instance_id: str | None) -> EntityId:
+        """``ThrowIfFunctionDoesNotExist`` for the entity's name, then ``IncrementActionsOrThrowException``."""
+        try:
+            entity = EntityId.from_scheduler_id(instance_id or "")
+        except ValueError as exc:
+            raise ShimError(str(exc)) from exc
+        if self.registry.entity(entity.name) is None:
+            # The extension's message tests the orchestrator count before listing the entity functions.
+            listing = (
+                f"The following are the known entity functions: '{_QUOTED_SEP.join(self.registry.entities)}'."
+                if self.registry.orchestrators
+                else "No entity functions are currently registered!"
+            )
+            raise ShimError(
+                f"The function '{entity.name}' doesn't exist, is disabled, or is not an entity function. "
+                f"Additional info: {listing}"
+            )
+        self._count_action()
+        return entity
+
+    def _count_action(self) -> None:
         self.action_count += 1
         if self.action_count > self.max_actions:
             raise ShimError(
                 f"Maximum amount of orchestration actions ({self.max_actions}) has been reached. "
                 "This value can be configured in host.json file as MaxOrchestrationActions."
             )
+
+    def _check_function(self, name: str | None, *, activity: bool) -> None:
+        self._count_action()
         kind = "activity" if activity else "orchestrator"
         known = self.registry.activities if activity else self.registry.orchestrators
         found = self.registry.activity(name or "") if activity else self.registry.orchestrator(name or "")

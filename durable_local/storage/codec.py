@@ -63,14 +63,15 @@ def clone_event(event: HistoryEvent) -> HistoryEvent:
 
 
 def encode_task_message(message: TaskMessage) -> str:
-    return dumps(
-        {
-            "instance_id": message.instance_id,
-            "execution_id": message.execution_id,
-            "event": message.event,
-            "sequence_number": message.sequence_number,
-        }
-    )
+    data: dict[str, Any] = {
+        "instance_id": message.instance_id,
+        "execution_id": message.execution_id,
+        "event": message.event,
+        "sequence_number": message.sequence_number,
+    }
+    if message.sender is not None:
+        data["sender"] = message.sender
+    return dumps(data)
 
 
 def decode_task_message(text: str) -> TaskMessage:
@@ -80,6 +81,7 @@ def decode_task_message(text: str) -> TaskMessage:
         execution_id=None if data.get("execution_id") is None else str(data["execution_id"]),
         event=dict(data["event"]),
         sequence_number=int(data.get("sequence_number", 0)),
+        sender=None if data.get("sender") is None else str(data["sender"]),
     )
 
 

@@ -29,6 +29,20 @@ def _is_guid(value: str) -> bool:
     return len(value) == 36
 
 
+INITIAL_DOMAIN_SUFFIXES = (".onmicrosoft.com", ".onmicrosoft.us")
+"""A tenant's initial domain ends with one of these: worldwide/GCC, and US Government (GCC High/DoD)."""
+
+
+def is_initial_domain(tenant: str) -> bool:
+    """``contoso.onmicrosoft.com``: the domain every tenant gets at creation (one label before the suffix)."""
+    text = tenant.strip().lower()
+    for suffix in INITIAL_DOMAIN_SUFFIXES:
+        name = text.removesuffix(suffix)
+        if name != text and name and "." not in name and _DOMAIN_RE.fullmatch(text):
+            return True
+    return False
+
+
 def is_loopback_host(host: str | None) -> bool:
     """True for localhost and loopback IP literals (the only hosts allowed over plain http)."""
     if not host:

@@ -4,6 +4,17 @@ A window is read in one ``ReturnLargeSet`` session: the same ``SessionId`` is se
 reaches ``ResultCount``. A session can deliver at most 50,000 records, so the count is probed first and a larger
 window raises :class:`NeedsSplitError` before any page is produced.
 
+Each cmdlet call takes the session's next block of ``ResultSize`` (5,000) rows, and the service sends that block in
+HTTP pages of its own choosing with an ``@odata.nextLink``: the client asks ``Prefer: odata.maxpagesize=1000`` and
+POSTs each link, pinned to the configured host, with the same body (as CIPP and ExoHelper do), checking that
+``ResultIndex`` runs on across pages and calls. A page read again after a failure is safe (its link names it); the
+first call of a block is not (it advances the session), so when its outcome is unknown, or the rows stop adding up,
+the session is started over (bounded). Rows a restarted session delivers again repeat records already yielded:
+callers de-duplicate by id, as the chunk writer does.
+
+Calls are routed by ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<initial domain>``, the app-only form public
+clients send, so the tenant must be given as its initial domain (``contoso.onmicrosoft.com``).
+
 Record types: the cmdlet takes a single ``RecordType``. When several are asked for, this client runs one session per
 record type (probing all of them before the first page), so a multi-type filter stays exact without the caller
 splitting it. ``service`` and ``administrative_unit_ids`` have no cmdlet parameter and are rejected
@@ -14,18 +25,26 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig
-from shared.audit.http import ApiIdentity, http_client_for
+from shared.audit.config import AuditApiConfig, is_initial_domain
+from shared.audit.exchange_paging import SessionBrokenError, SessionCursor, int_field, is_empty_result
+from shared.audit.http import AmbiguousResponseError, ApiIdentity, http_client_for
 from shared.audit.normalise import normalise_exchange_row, page_of, pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
-from shared.errors import NeedsSplitError, PermanentApiError, RequestValidationError, TransientApiError
+from shared.errors import (
+    ConfigError,
+    NeedsSplitError,
+    PermanentApiError,
+    RequestValidationError,
+    TransientApiError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +52,29 @@ SESSION_CAP = 50_000
 """Most records one ReturnLargeSet session can page through (Search-UnifiedAuditLog docs)."""
 RESULT_SIZE = 5000
 PROBE_RESULT_SIZE = 1
+PAGE_SIZE_PREFERENCE = 1000
+"""Rows per HTTP page asked with ``Prefer: odata.maxpagesize`` (what every public client asks; the service decides)."""
+SESSION_RESTARTS = 2
 EXCHANGE_PERMISSION = 'Exchange.ManageAsApp + the "View-Only Audit Logs" role'
-EXCHANGE_API = ApiIdentity(name="Exchange InvokeCommand", scope=EXCHANGE_SCOPE, permission=EXCHANGE_PERMISSION)
-_ANCHOR_MAILBOX = "SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}"
+EXCHANGE_API = ApiIdentity(
+    name="Exchange InvokeCommand",
+    scope=EXCHANGE_SCOPE,
+    permission=EXCHANGE_PERMISSION,
+    routing_fix="give tenantId as the tenant's initial domain <name>.onmicrosoft.com (the anchor mailbox names it)",
+)
+SYSTEM_MAILBOX = "SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}"
 _DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+def anchor_mailbox(tenant: str) -> str:
+    """``X-AnchorMailbox`` of an app-only call: the tenant's arbitration system mailbox at its initial domain."""
+    if not is_initial_domain(tenant):
+        raise ConfigError(
+            "tenant_id",
+            "Exchange needs the tenant's initial domain <name>.onmicrosoft.com: app-only calls are routed by the "
+            f"anchor mailbox APP:{SYSTEM_MAILBOX}@<initial domain>, and {tenant!r} is not one",
+        )
+    return f"APP:{SYSTEM_MAILBOX}@{tenant.strip().lower()}"
 
 
 def validate_exchange_filters(filters: AuditFilters) -> None:
@@ -52,7 +90,13 @@ def validate_exchange_filters(filters: AuditFilters) -> None:
 
 
 def build_parameters(
-    window: TimeWindow, filters: AuditFilters, *, record_type: str | None, session_id: str, result_size: int
+    window: TimeWindow,
+    filters: AuditFilters,
+    *,
+    record_type: str | None,
+    session_id: str,
+    result_size: int,
+    high_completeness: bool = False,
 ) -> dict[str, Any]:
     """Cmdlet parameters for one call of a session (dates as UTC without offset, as the cmdlet expects)."""
     # The cmdlet takes whole seconds: the start rounds down and the end rounds *up*, so a window with a fractional
@@ -80,63 +124,9 @@ def build_parameters(
             params[name] = list(values)
     if filters.keyword:
         params["FreeText"] = filters.keyword
+    if high_completeness:
+        params["HighCompleteness"] = True  # a switch: completeness over speed (slower)
     return params
-
-
-def _int_field(row: dict[str, Any], name: str) -> int | None:
-    value = row.get(name)
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
-
-
-class _SessionCursor:
-    """Integrity checks of one session: contiguous ``ResultIndex`` and a stable ``ResultCount``."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.result_count: int | None = None
-        self.next_index = 1
-        self.limit: int | None = None
-        """Stop after this many rows even when ``ResultCount`` is larger (paging a session up to its cap)."""
-
-    @property
-    def done(self) -> bool:
-        if self.result_count is None:
-            return False
-        last = self.result_count if self.limit is None else min(self.result_count, self.limit)
-        return self.next_index > last
-
-    def accept(self, rows: list[Any]) -> None:
-        indexes: list[int] = []
-        for row in rows:
-            count = _int_field(row, "ResultCount") if isinstance(row, dict) else None
-            index = _int_field(row, "ResultIndex") if isinstance(row, dict) else None
-            if count is None or index is None or index < 1:
-                raise TransientApiError(f"session {self.session_id}: row without a valid ResultIndex/ResultCount")
-            if self.result_count is None:
-                self.result_count = count
-            elif count != self.result_count:
-                raise TransientApiError(
-                    f"session {self.session_id}: ResultCount changed from {self.result_count} to {count}"
-                )
-            indexes.append(index)
-        expected = list(range(self.next_index, self.next_index + len(indexes)))
-        if sorted(indexes) != expected:
-            raise TransientApiError(
-                f"session {self.session_id}: ResultIndex not contiguous (expected {self.next_index}.."
-                f"{self.next_index + len(indexes) - 1}, got {min(indexes)}..{max(indexes)})"
-            )
-        self.next_index += len(indexes)
-
-
-def _is_empty_result(rows: list[Any]) -> bool:
-    """The service says "nothing" either with an empty list or with one row whose ResultCount is 0."""
-    return not rows or (len(rows) == 1 and isinstance(rows[0], dict) and _int_field(rows[0], "ResultCount") == 0)
 
 
 class ExchangeAuditClient:
@@ -152,8 +142,10 @@ class ExchangeAuditClient:
         retry_wait_scale: float = 1.0,
         session_cap: int = SESSION_CAP,
         result_size: int = RESULT_SIZE,
+        session_restarts: int = SESSION_RESTARTS,
     ) -> None:
         self._config = config
+        self._anchor = anchor_mailbox(config.tenant_id)
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),
@@ -163,69 +155,115 @@ class ExchangeAuditClient:
             retry_wait_scale=retry_wait_scale,
         )
         self._url = f"{config.exchange_root}/adminapi/beta/{quote(config.tenant_id, safe='')}/InvokeCommand"
+        self._origin = urlsplit(config.exchange_base_url)
         self.session_cap = session_cap
         self._result_size = result_size
+        self._session_restarts = session_restarts
+        self._pause = sleep or time.sleep
+        self._wait_scale = retry_wait_scale
 
     def close(self) -> None:
         self._http.close()
 
-    def _invoke(self, parameters: dict[str, Any]) -> list[Any]:
+    # --- one cmdlet call -----------------------------------------------------------------------------------------
+    def _call(self, parameters: dict[str, Any], *, advances_session: bool) -> Iterator[list[Any]]:
+        """The rows of one cmdlet call, one HTTP page at a time (following ``@odata.nextLink``)."""
         headers = {
             "X-CmdletName": "Search-UnifiedAuditLog",
             "X-ResponseFormat": "json",
             "X-ClientApplication": "ExoManagementModule",
-            "X-AnchorMailbox": _ANCHOR_MAILBOX,
-            "Prefer": f"odata.maxpagesize={self._result_size}",
+            "X-AnchorMailbox": self._anchor,
+            "Prefer": f"odata.maxpagesize={PAGE_SIZE_PREFERENCE}",
         }
         body = {"CmdletInput": {"CmdletName": "Search-UnifiedAuditLog", "Parameters": parameters}}
-        response = self._http.request_json("POST", self._url, json_body=body, headers=headers)
-        rows = response.get("value") if response else []
-        if not isinstance(rows, list):
-            raise PermanentApiError("InvokeCommand response has no 'value' list")
-        if response and response.get("@odata.nextLink"):
-            # One call must fit one page (maxpagesize == ResultSize); a split page would break the index checks.
-            raise PermanentApiError("InvokeCommand paged a single call; Prefer odata.maxpagesize was not honoured")
-        return rows
+        url: str | None = self._url
+        resend = not advances_session  # a nextLink page names itself: reading it again is safe
+        while url is not None:
+            try:
+                response = self._http.request_json(
+                    "POST", url, json_body=body, headers=headers, resend_if_ambiguous=resend
+                )
+            except PermanentApiError as exc:
+                if url == self._url and exc.status in (404, 410):
+                    raise ConfigError(
+                        "exchange_base_url",
+                        f"{self._url} answered {exc.status}: no InvokeCommand endpoint there (the undocumented beta "
+                        "admin API may have moved); check AUDIT_EXCHANGE_BASE_URL",
+                    ) from None
+                raise
+            rows = response.get("value") if response else []
+            if not isinstance(rows, list):
+                raise PermanentApiError("InvokeCommand response has no 'value' list")
+            link = (response.get("@odata.nextLink") or response.get("odata.nextLink")) if response else None
+            if link and not rows:
+                raise SessionBrokenError("InvokeCommand sent an empty page with a nextLink")
+            yield rows
+            url = self._checked_next_link(link if isinstance(link, str) and link else None)
+            resend = True
 
+    def _checked_next_link(self, link: str | None) -> str | None:
+        if link is None:
+            return None
+        parts = urlsplit(link)
+        # The bearer token goes wherever the link points: follow it only on the configured Exchange origin.
+        if (parts.scheme, parts.netloc.lower()) != (self._origin.scheme, self._origin.netloc.lower()):
+            raise PermanentApiError(
+                f"InvokeCommand nextLink points outside {self._origin.scheme}://{self._origin.netloc}"
+            )
+        return link
+
+    # --- the port ------------------------------------------------------------------------------------------------
     def _types(self, filters: AuditFilters) -> list[str | None]:
         validate_exchange_filters(filters)
         return list(dict.fromkeys(filters.record_types)) or [None]
 
-    def _probe(self, window: TimeWindow, filters: AuditFilters, record_type: str | None) -> int:
+    def _probe(self, window: TimeWindow, filters: AuditFilters, record_type: str | None, high: bool) -> int:
         session_id = str(uuid.uuid4())
         params = build_parameters(
-            window, filters, record_type=record_type, session_id=session_id, result_size=PROBE_RESULT_SIZE
+            window,
+            filters,
+            record_type=record_type,
+            session_id=session_id,
+            result_size=PROBE_RESULT_SIZE,
+            high_completeness=high,
         )
-        rows = self._invoke(params)
-        if _is_empty_result(rows):
+        # Sending a probe again is harmless (any row carries the same ResultCount).
+        rows = next(iter(self._call(params, advances_session=False)), [])
+        if is_empty_result(rows):
             return 0
-        count = _int_field(rows[0], "ResultCount") if isinstance(rows[0], dict) else None
+        count = int_field(rows[0], "ResultCount") if isinstance(rows[0], dict) else None
         if count is None or count < 0:
             raise TransientApiError(f"probe session {session_id} returned no valid ResultCount")
         return count
 
-    def count(self, window: TimeWindow, filters: AuditFilters) -> int:
-        return sum(self._probe(window, filters, record_type) for record_type in self._types(filters))
+    def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
+        return sum(self._probe(window, filters, t, high_completeness) for t in self._types(filters))
 
-    def iter_record_pages(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
-        counts = [(record_type, self._probe(window, filters, record_type)) for record_type in self._types(filters)]
+    def iter_record_pages(
+        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
+    ) -> Iterator[RecordPage]:
+        counts = [(t, self._probe(window, filters, t, high_completeness)) for t in self._types(filters)]
         for record_type, count in counts:
             self._check_cap(count, window, record_type)
         for record_type, count in counts:
             if count:
-                yield from self._iter_session(window, filters, record_type, count)
+                yield from self._iter_session(window, filters, record_type, count, high=high_completeness)
 
-    def iter_record_pages_up_to_cap(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
+    def iter_record_pages_up_to_cap(
+        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
+    ) -> Iterator[RecordPage]:
         """Like ``iter_record_pages``, but a window over the session cap is paged as far as the cap allows.
 
         For a window the caller cannot split any further: every page the session can give is yielded, then
         :class:`NeedsSplitError` says records were left out (so the caller reports the chunk incomplete).
         """
-        counts = [(record_type, self._probe(window, filters, record_type)) for record_type in self._types(filters)]
+        counts = [(t, self._probe(window, filters, t, high_completeness)) for t in self._types(filters)]
         over: list[tuple[int, str | None]] = []
         for record_type, count in counts:
             if count:
-                yield from self._iter_session(window, filters, record_type, count, up_to_cap=True)
+                yield from self._iter_session(
+                    window, filters, record_type, count, up_to_cap=True, high=high_completeness
+                )
             if count > self.session_cap:
                 over.append((count, record_type))
         for count, record_type in over:
@@ -241,6 +279,7 @@ class ExchangeAuditClient:
                 reported_count=count,
             )
 
+    # --- one session, started over when it breaks ----------------------------------------------------------------
     def _iter_session(
         self,
         window: TimeWindow,
@@ -249,33 +288,75 @@ class ExchangeAuditClient:
         probed: int,
         *,
         up_to_cap: bool = False,
+        high: bool = False,
     ) -> Iterator[RecordPage]:
-        cursor = _SessionCursor(str(uuid.uuid4()))
-        if up_to_cap:
-            cursor.limit = self.session_cap  # the service stops there: that is the end, not a broken session
+        restarts = 0
+        while True:
+            # Up to the cap, the service stops at the cap: that is the end, not a broken session.
+            cursor = SessionCursor(str(uuid.uuid4()), limit=self.session_cap if up_to_cap else None)
+            try:
+                yield from self._page_session(
+                    cursor, window, filters, record_type=record_type, probed=probed, up_to_cap=up_to_cap, high=high
+                )
+                return
+            except (AmbiguousResponseError, SessionBrokenError) as exc:
+                if restarts >= self._session_restarts:
+                    raise TransientApiError(
+                        f"session {cursor.session_id} broke and {restarts} restart(s) did not help: {exc}"
+                    ) from None
+                restarts += 1
+                logger.warning(
+                    "session %s at index %d: %s; starting a new session (rows it repeats are removed by id)",
+                    cursor.session_id,
+                    cursor.next_index - 1,
+                    exc,
+                )
+                self._pause(min(2.0**restarts, self._config.max_retry_wait_seconds) * self._wait_scale)
+
+    def _page_session(
+        self,
+        cursor: SessionCursor,
+        window: TimeWindow,
+        filters: AuditFilters,
+        *,
+        record_type: str | None,
+        probed: int,
+        up_to_cap: bool,
+        high: bool,
+    ) -> Iterator[RecordPage]:
         params = build_parameters(
-            window, filters, record_type=record_type, session_id=cursor.session_id, result_size=self._result_size
+            window,
+            filters,
+            record_type=record_type,
+            session_id=cursor.session_id,
+            result_size=self._result_size,
+            high_completeness=high,
         )
         # Records may arrive between probe and session; allow for growth but never loop forever.
         max_calls = math.ceil(max(probed, self.session_cap) / self._result_size) + 2
         for _ in range(max_calls):
-            rows = self._invoke(params)
-            if _is_empty_result(rows):
-                if cursor.result_count is None:
-                    return  # the window emptied between probe and session
-                raise TransientApiError(
-                    f"session {cursor.session_id} ended at index {cursor.next_index - 1} of {cursor.result_count}"
-                )
-            if cursor.limit is not None:
-                rows = rows[: max(0, cursor.limit - cursor.next_index + 1)]  # a block may straddle the cap
-            first = cursor.result_count is None
-            cursor.accept(rows)
-            if first and cursor.result_count is not None and not up_to_cap:
-                self._check_cap(cursor.result_count, window, record_type)
-            page = page_of(rows, normalise_exchange_row)
-            if page.malformed:
-                logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
-            yield page
-            if cursor.done:
-                return
+            in_call = 0
+            for rows in self._call(params, advances_session=True):
+                if in_call == 0 and is_empty_result(rows):
+                    if cursor.result_count is None:
+                        return  # the window emptied between probe and session
+                    raise SessionBrokenError(
+                        f"session {cursor.session_id} ended at index {cursor.next_index - 1} of {cursor.result_count}"
+                    )
+                in_call += len(rows)
+                if in_call > self._result_size:
+                    raise SessionBrokenError(f"a call of session {cursor.session_id} gave more than ResultSize rows")
+                kept = cursor.within_limit(rows)
+                first = cursor.result_count is None
+                cursor.accept(kept)
+                if first and cursor.result_count is not None and not up_to_cap:
+                    self._check_cap(cursor.result_count, window, record_type)
+                page = page_of(kept, normalise_exchange_row)
+                if page.malformed:
+                    logger.warning(
+                        "session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed)
+                    )
+                yield page
+                if cursor.done:
+                    return
         raise TransientApiError(f"session {cursor.session_id} did not finish within {max_calls} calls")

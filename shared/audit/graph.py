@@ -1,7 +1,13 @@
 """Microsoft Graph audit log query API (``/security/auditLog/queries``) as an :class:`AuditQueryApi`.
 
 Lifecycle: ``create_query`` (POST) → ``get_query`` polled by the orchestrator with durable timers →
-``iter_record_pages`` following ``@odata.nextLink`` one page at a time → ``delete_query`` to free the tenant's slot.
+``iter_record_pages`` following ``@odata.nextLink`` one page at a time → ``delete_query`` (optional: the service
+answers 404 "No HTTP resource was found" today, which is reported as such, never as a deletion).
+
+Finding a query by its deterministic name works whatever the service does with ``$filter`` on the list: honoured,
+refused (400; this client then stops sending it) or ignored (every query comes back). Names and windows are matched
+here, over a bounded number of list pages, and a list that cannot be read at all means "not found", never a failed
+submit.
 """
 
 from __future__ import annotations
@@ -16,8 +22,8 @@ from shared.audit.auth import GRAPH_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig
 from shared.audit.http import ApiIdentity, http_client_for
 from shared.audit.normalise import normalise_graph_record, page_of
-from shared.audit.ports import AuditFilters, QueryState, QueryStatus, RecordPage, TimeWindow
-from shared.errors import PermanentApiError, QueryFailedError
+from shared.audit.ports import AuditFilters, DeleteOutcome, QueryState, QueryStatus, RecordPage, TimeWindow
+from shared.errors import CollectorError, PermanentApiError, QueryFailedError
 from shared.records import format_timestamp
 
 logger = logging.getLogger(__name__)
@@ -26,6 +32,7 @@ GRAPH_PERMISSION = "AuditLogsQuery.Read.All"
 GRAPH_API = ApiIdentity(name="Graph audit log query API", scope=GRAPH_SCOPE, permission=GRAPH_PERMISSION)
 
 _MAX_LIST_PAGES = 50
+"""List pages a look-up by name reads at most (then it gives up: "not found", with a warning)."""
 
 
 def _normal_time(value: object) -> str | None:
@@ -71,10 +78,9 @@ def build_query_body(
     if filters.keyword:
         body["keywordFilter"] = filters.keyword
     if filters.service:
-        body["serviceFilter"] = filters.service
-        if api_version == "v1.0":
-            # The newest v1.0 schema renamed it to a collection; send both so either schema applies the filter.
-            body["serviceFilters"] = [filters.service]
+        # The SDK models generated from the service metadata (beta and v1.0) have only the collection; the older
+        # single-valued serviceFilter is an unknown property that a service may reject or, worse, ignore.
+        body["serviceFilters"] = [filters.service]
     return body
 
 
@@ -127,6 +133,8 @@ class GraphAuditClient:
         )
         self._root = f"{config.graph_root}/security/auditLog/queries"
         self._origin = urlsplit(config.graph_base_url)
+        self._filter_supported = True
+        """False once the list refused ``$filter``: later look-ups list without it."""
 
     def close(self) -> None:
         self._http.close()
@@ -153,20 +161,32 @@ class GraphAuditClient:
         """The id of a live (not failed or cancelled) query with this displayName and window, if one exists.
 
         The collector names each chunk's query deterministically, so this finds what an earlier attempt created.
+        A list the service will not give (any refusal but a missing permission or bad credentials) is "not found".
         """
+        try:
+            return self._find_query(window, display_name)
+        except CollectorError as exc:
+            if exc.dooms_collection or not isinstance(exc, PermanentApiError):
+                raise
+            logger.warning("cannot look audit queries up by name (%s); treating %s as not found", exc, display_name)
+            return None
+
+    def _find_query(self, window: TimeWindow, display_name: str) -> str | None:
         wanted = (format_timestamp(window.start), format_timestamp(window.end))
         escaped = display_name.replace("'", "''")
-        url: str | None = self._root
-        params: dict[str, str] | None = {"$filter": f"displayName eq '{escaped}'"}
+        url = self._root
+        params: dict[str, str] | None = None
+        if self._filter_supported:
+            params = {"$filter": f"displayName eq '{escaped}'"}
         for _ in range(_MAX_LIST_PAGES):
-            if url is None:
-                break
             try:
                 body = self._http.request_json("GET", url, params=params)
             except PermanentApiError as exc:
-                if params is None or exc.status != 400:
+                if params is None or exc.status != 400 or exc.dooms_collection:
                     raise
-                url, params = self._root, None  # $filter not supported: list everything and match here
+                logger.info("the query list refused $filter (%s); matching names here from now on", exc)
+                self._filter_supported = False
+                url, params = self._root, None
                 continue
             items = body.get("value") if body else None
             for item in items if isinstance(items, list) else []:
@@ -178,8 +198,15 @@ class GraphAuditClient:
                     logger.info("found existing audit query %s for %s", item["id"], display_name)
                     return str(item["id"])
             next_link = body.get("@odata.nextLink") if body else None
-            url = self._checked_next_link(next_link if isinstance(next_link, str) and next_link else None)
-            params = None
+            following = self._checked_next_link(next_link if isinstance(next_link, str) and next_link else None)
+            if following is None:
+                return None
+            url, params = following, None
+        logger.warning(
+            "looked through %d pages of audit queries without finding %s; the list is longer than the look-up reads",
+            _MAX_LIST_PAGES,
+            display_name,
+        )
         return None
 
     def get_query(self, query_id: str) -> QueryStatus:
@@ -212,5 +239,12 @@ class GraphAuditClient:
             raise PermanentApiError(f"Graph nextLink points outside {self._origin.scheme}://{self._origin.netloc}")
         return link
 
-    def delete_query(self, query_id: str) -> None:
-        self._http.request_json("DELETE", self._query_url(query_id), not_found_ok=True)
+    def delete_query(self, query_id: str) -> DeleteOutcome:
+        """Deleted only on a 2xx; a 404 (no such route today, or the query is gone) deletes nothing."""
+        try:
+            self._http.request_json("DELETE", self._query_url(query_id))
+        except PermanentApiError as exc:
+            if exc.status == 404:
+                return DeleteOutcome(deleted=False, detail=str(exc))
+            raise
+        return DeleteOutcome(deleted=True)

@@ -9,6 +9,14 @@ Retry policy (per call):
   permanent permission problem, which raises :class:`MissingPermissionError` at once.
 * 401 drops the cached token and retries once with a fresh one; a second 401 raises :class:`AuthenticationError`.
 * Other 4xx raise :class:`PermanentApiError` with the server's error code and message.
+* Whatever the status, the body decides first when it names the problem (:mod:`shared.audit.error_body`, which reads
+  ``error.details[]`` and ``innererror.internalException`` too): a missing permission or role raises
+  :class:`MissingPermissionError`, a refused routing hint :class:`RoutingError`, throttling text is retried.
+
+A call whose outcome is unknown (a 5xx, a timeout, a dropped connection, a 2xx body that does not parse) may have
+been applied. It is sent again only when that is harmless: a ``recover`` callback says what the lost answer was,
+and a call made with ``resend_if_ambiguous=False`` (one that advances server-side state) raises
+:class:`AmbiguousResponseError` instead, so its caller can start over safely.
 
 After the last attempt :class:`TransientApiError` carries the last ``Retry-After``. Request headers (the bearer token)
 never appear in logs or messages.
@@ -17,7 +25,6 @@ never appear in logs or messages.
 from __future__ import annotations
 
 import email.utils
-import json
 import logging
 import re
 import time
@@ -32,24 +39,29 @@ import tenacity
 
 from shared.audit.auth import TokenProvider
 from shared.audit.config import AuditApiConfig
+from shared.audit.error_body import ErrorBody, Problem, classify, parse_error_body
 from shared.audit.session import PinnedSession, tls_config_error
 from shared.errors import (
     AuthenticationError,
     MissingPermissionError,
     PermanentApiError,
+    RoutingError,
     TransientApiError,
 )
 
 logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
-PERMANENT_403_MARKERS = ("Authorization_RequestDenied", "InsufficientPrivileges", "AccessDenied")
 _BODY_WAIT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:seconds?|secs?|s)\b", re.IGNORECASE)
 _MAX_DETAIL = 300
 
 
 class _RetryableError(TransientApiError):
     """Internal marker: this attempt failed in a way worth another attempt."""
+
+
+class AmbiguousResponseError(TransientApiError):
+    """A call that must not be sent twice may or may not have been applied (``resend_if_ambiguous=False``)."""
 
 
 @dataclass
@@ -64,17 +76,20 @@ class _Call:
     not_found_ok: bool
     forbidden_seen: int = 0
     recover: Callable[[], dict[str, Any] | None] | None = None
+    resend_if_ambiguous: bool = True
     ambiguous: bool = False
     """The last attempt may have been applied by the server (5xx or no answer): call ``recover`` before resending."""
 
 
 @dataclass(frozen=True)
 class ApiIdentity:
-    """Which API a client talks to: its token scope and the permission a permanent 403 names."""
+    """Which API a client talks to: its token scope, the permission a permanent 403 names, and what to do about a
+    refused routing hint."""
 
     name: str
     scope: str
     permission: str
+    routing_fix: str = ""
 
 
 def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
@@ -95,23 +110,13 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
-def _error_detail(response: requests.Response) -> tuple[str, str]:
-    """(code, message) from an OData/Exchange error body, truncated; falls back to the reason phrase."""
+def _error_body(response: requests.Response) -> ErrorBody:
+    """The error body's parts (see ``shared.audit.error_body``); the reason phrase when it is not JSON."""
     try:
         body = response.json()
     except ValueError:
-        return "", (response.text or response.reason or "")[:_MAX_DETAIL]
-    error = body.get("error") if isinstance(body, dict) else None
-    if isinstance(error, dict):
-        code = str(error.get("code") or "")
-        message = str(error.get("message") or "")
-        inner = error.get("innerError") or error.get("innererror")
-        if not code and isinstance(inner, dict):
-            code = str(inner.get("code") or "")
-        return code, message[:_MAX_DETAIL]
-    if isinstance(error, str):
-        return error, str(body.get("error_description") or body.get("message") or "")[:_MAX_DETAIL]
-    return "", json.dumps(body)[:_MAX_DETAIL]
+        body = None
+    return parse_error_body(body, (response.text or response.reason or "")[:_MAX_DETAIL])
 
 
 class AuditHttpClient:
@@ -170,15 +175,27 @@ class AuditHttpClient:
         headers: Mapping[str, str] | None = None,
         not_found_ok: bool = False,
         recover: Callable[[], dict[str, Any] | None] | None = None,
+        resend_if_ambiguous: bool = True,
     ) -> dict[str, Any] | None:
         """Sends the call, retrying per policy; returns the JSON object (None for 204, or 404 when allowed).
 
         Args:
             recover: for calls that are not idempotent (a create): after an attempt whose outcome is unknown (5xx,
-                timeout, dropped connection) it is called before sending again; a non-None result is what the
-                lost response would have said, and is returned instead of resending.
+                timeout, dropped connection, unreadable body) it is called before sending again; a non-None result
+                is what the lost response would have said, and is returned instead of resending.
+            resend_if_ambiguous: False for a call that advances server-side state (the first call of an Exchange
+                search block): an unknown outcome raises :class:`AmbiguousResponseError` instead of a resend.
         """
-        call = _Call(method, url, json_body, params, dict(headers or {}), not_found_ok, recover=recover)
+        call = _Call(
+            method,
+            url,
+            json_body,
+            params,
+            dict(headers or {}),
+            not_found_ok,
+            recover=recover,
+            resend_if_ambiguous=resend_if_ambiguous,
+        )
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self._config.max_attempts),
             wait=self._wait,
@@ -223,23 +240,47 @@ class AuditHttpClient:
                 return found
         call.ambiguous = False
         try:
-            response = self._send(call)
+            try:
+                response = self._send(call)
+            except _RetryableError as exc:
+                raise self._unless_unsafe(call, exc) from None
             if response.status_code == 401:
                 # The token may have expired or been revoked early: sign in again once, then give up.
                 self._tokens.invalidate(self._api.scope)
                 response = self._send(call)
                 if response.status_code == 401:
-                    code, message = _error_detail(response)
+                    body = _error_body(response)
+                    if classify(body) is Problem.PERMISSION:
+                        raise self._missing_permission(body, 401)
                     raise AuthenticationError(
-                        f"{self._api.name} rejected a fresh token (401 {code} {message}); check client_id, "
+                        f"{self._api.name} rejected a fresh token (401 {body.code} {body.message}); check client_id, "
                         "tenant_id and the app's credentials",
                         status=401,
                     )
         except TransientApiError as exc:
-            if isinstance(exc, _RetryableError):
+            if isinstance(exc, _RetryableError | AmbiguousResponseError):
                 raise
             raise _RetryableError(str(exc), status=exc.status, retry_after=exc.retry_after) from None
         return self._interpret(response, call)
+
+    def _unless_unsafe(self, call: _Call, exc: _RetryableError) -> TransientApiError:
+        """A retryable failure, or :class:`AmbiguousResponseError` when the call may have been applied and must
+        not be sent again."""
+        if call.ambiguous and not call.resend_if_ambiguous:
+            return AmbiguousResponseError(
+                f"{exc} (the call may have been applied; not sent again)",
+                status=exc.status,
+                retry_after=exc.retry_after,
+            )
+        return exc
+
+    def _missing_permission(self, body: ErrorBody, status: int) -> MissingPermissionError:
+        return MissingPermissionError(
+            f"{self._api.name} denied access ({body.code or status}: {body.message}): the app needs "
+            f"{self._api.permission}",
+            permission=self._api.permission,
+            status=status,
+        )
 
     def _interpret(self, response: requests.Response, call: _Call) -> dict[str, Any] | None:
         method = call.method
@@ -250,30 +291,36 @@ class AuditHttpClient:
             try:
                 body = response.json()
             except ValueError:
-                # A truncated or garbled body is retried; the page is fetched again from the same link.
-                raise _RetryableError(f"{self._api.name} returned an unreadable JSON body", status=status) from None
+                # A truncated or garbled body is read again from the same link, unless reading it was the change.
+                call.ambiguous = True
+                error = _RetryableError(f"{self._api.name} returned an unreadable JSON body", status=status)
+                raise self._unless_unsafe(call, error) from None
             if not isinstance(body, dict):
-                raise _RetryableError(f"{self._api.name} returned JSON that is not an object", status=status)
+                call.ambiguous = True
+                error = _RetryableError(f"{self._api.name} returned JSON that is not an object", status=status)
+                raise self._unless_unsafe(call, error)
             return body
-        code, message = _error_detail(response)
-        detail = f"{status} {code}: {message}".strip()
+        error_body = _error_body(response)
+        detail = f"{status} {error_body.code}: {error_body.message}".strip()
         if status == 404 and call.not_found_ok:
             return None
-        if status in RETRYABLE_STATUSES:
-            call.ambiguous = status != 429  # a 429 was refused before any work; a 5xx may have been applied
+        problem = classify(error_body) if status != 429 else None
+        if problem is Problem.ROUTING:
+            raise RoutingError(
+                f"{self._api.name} could not route the call ({detail}); {self._api.routing_fix}".rstrip("; "),
+                status=status,
+            )
+        if problem is Problem.PERMISSION:
+            raise self._missing_permission(error_body, status)
+        if status in RETRYABLE_STATUSES or problem is Problem.TRANSIENT:
+            call.ambiguous = status >= 500  # a 429 or a throttling 4xx was refused before any work; a 5xx may not
             retry_after = parse_retry_after(response.headers.get("Retry-After"), now=self._clock())
             if retry_after is None and status == 429:
-                match = _BODY_WAIT_RE.search(message)  # Exchange puts the wait at the end of its 429 message
+                match = _BODY_WAIT_RE.search(error_body.message)  # Exchange puts the wait at the end of its 429
                 retry_after = float(match.group(1)) if match else None
-            raise _RetryableError(f"{self._api.name} {method} {detail}", status=status, retry_after=retry_after)
+            error = _RetryableError(f"{self._api.name} {method} {detail}", status=status, retry_after=retry_after)
+            raise self._unless_unsafe(call, error)
         if status == 403:
-            body_text = f"{code} {message}"
-            if any(marker.lower() in body_text.lower() for marker in PERMANENT_403_MARKERS):
-                raise MissingPermissionError(
-                    f"{self._api.name} denied access ({code or 403}): the app needs {self._api.permission}",
-                    permission=self._api.permission,
-                    status=403,
-                )
             call.forbidden_seen += 1
             if call.forbidden_seen > self._config.transient_403_attempts:
                 raise TransientApiError(

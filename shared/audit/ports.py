@@ -89,6 +89,15 @@ class QueryStatus:
     approximate_record_count: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteOutcome:
+    """What a query DELETE did: ``deleted`` only when the service said so with a 2xx."""
+
+    deleted: bool
+    detail: str = ""
+    """Why not, when not (the service's answer)."""
+
+
 class AuditQueryApi(Protocol):
     def create_query(self, window: TimeWindow, filters: AuditFilters, *, display_name: str) -> str:
         """Submit a query; returns its id."""
@@ -100,16 +109,22 @@ class AuditQueryApi(Protocol):
         """Pages of a succeeded query, following ``@odata.nextLink``."""
         ...
 
-    def delete_query(self, query_id: str) -> None:
-        """Delete the query (frees the tenant's query slot). Missing queries are not an error."""
+    def delete_query(self, query_id: str) -> DeleteOutcome:
+        """Ask the service to delete the query. A 404 is not an error but deletes nothing (``deleted=False``)."""
         ...
 
 
 class AuditSearchApi(Protocol):
-    def count(self, window: TimeWindow, filters: AuditFilters) -> int:
+    def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
         """Probe how many records the window holds (``ResultCount``)."""
         ...
 
-    def iter_record_pages(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
-        """Page one search session; raises ``NeedsSplitError`` when the window exceeds the session cap."""
+    def iter_record_pages(
+        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
+    ) -> Iterator[RecordPage]:
+        """Page one search session; raises ``NeedsSplitError`` when the window exceeds the session cap.
+
+        ``high_completeness`` asks the service for completeness over speed (Exchange's ``-HighCompleteness``).
+        Pages may repeat records (a session started over); consumers de-duplicate by id.
+        """
         ...

@@ -43,6 +43,10 @@ class Emu:
         settings.update(overrides)
         return AuditApiConfig(**settings)
 
+    def exchange_config(self, **overrides: Any) -> AuditApiConfig:
+        """Exchange routes by the tenant's initial domain (its anchor mailbox), so it is named by that."""
+        return self.config(tenant_id=DOMAIN, **overrides)
+
 
 def start_emulator(**config_kwargs: Any) -> Any:
     from m365_emulator import EmulatorConfig, TenantSpec, run_emulator

@@ -45,7 +45,10 @@ def test_graph_find_query_matches_name_and_window_only(fresh: Emu) -> None:
     client.create_query(other, AuditFilters(), display_name="it's a chunk")
     assert client.find_query(win, display_name="it's a chunk") == query_id
     assert client.find_query(win, display_name="another chunk") is None
-    client.delete_query(query_id)
+    assert client.delete_query(query_id).deleted is False  # the default service: DELETE is a 404
+    assert client.find_query(win, display_name="it's a chunk") == query_id  # so the query is still there
+    fresh.handle.config.graph.delete_supported = True  # the knob: a service that deletes
+    assert client.delete_query(query_id).deleted is True
     assert client.find_query(win, display_name="it's a chunk") is None  # deleted queries are not reused
 
 
@@ -59,7 +62,7 @@ def test_graph_create_without_faults_creates_once(fresh: Emu) -> None:
 
 def test_exchange_pages_up_to_the_cap_then_reports_the_window_incomplete(emu: Emu) -> None:
     win = window(2.0, offset_hours=4.0)  # ~480 records at 240 per hour
-    client = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, session_cap=100, result_size=40)
+    client = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, session_cap=100, result_size=40)
     with pytest.raises(NeedsSplitError):
         list(client.iter_record_pages(win, AuditFilters()))  # the plain call still refuses before any page
 
@@ -75,7 +78,7 @@ def test_exchange_pages_up_to_the_cap_then_reports_the_window_incomplete(emu: Em
 
 def test_exchange_up_to_cap_under_the_cap_is_the_whole_window(emu: Emu) -> None:
     win = window(0.25, offset_hours=1.0)
-    client = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, session_cap=5000, result_size=25)
+    client = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, session_cap=5000, result_size=25)
     got = collect(client.iter_record_pages_up_to_cap(win, AuditFilters()), win)
     assert sorted(got.ids) == sorted(emu.handle.ground_truth_ids(TENANT, win.start, win.end))
 

@@ -30,7 +30,7 @@ def test_bad_secret_names_the_setting_without_the_secret(emu: Emu, caplog: pytes
 
 
 def test_unknown_client_id_names_client_id(emu: Emu) -> None:
-    client = build_search_api(emu.config(client_id="00000000-0000-0000-0000-00000000beef"))
+    client = build_search_api(emu.exchange_config(client_id="00000000-0000-0000-0000-00000000beef"))
     with pytest.raises(AuthenticationError, match="client_id"):
         client.count(WIN, AuditFilters())
 
@@ -54,7 +54,7 @@ def test_missing_graph_permission_is_named(emu: Emu) -> None:
 def test_missing_exchange_role_is_named(emu: Emu) -> None:
     client_id = "8c3d1f4a-2e5b-4a7c-8d9e-1f2a3b4c5d6e"
     register(emu.handle, client_id=client_id, exchange_role=False)
-    client = ExchangeAuditClient(emu.config(client_id=client_id), retry_wait_scale=FAST)
+    client = ExchangeAuditClient(emu.exchange_config(client_id=client_id), retry_wait_scale=FAST)
     with pytest.raises(MissingPermissionError) as info:
         client.count(WIN, AuditFilters())
     assert "Exchange.ManageAsApp" in str(info.value) and "View-Only Audit Logs" in str(info.value)
@@ -62,7 +62,7 @@ def test_missing_exchange_role_is_named(emu: Emu) -> None:
 
 def test_transient_403_is_retried(emu: Emu) -> None:
     emu.handle.faults.transient_403_count = 2
-    client = ExchangeAuditClient(emu.config(transient_403_attempts=3), retry_wait_scale=FAST)
+    client = ExchangeAuditClient(emu.exchange_config(transient_403_attempts=3), retry_wait_scale=FAST)
     assert client.count(WIN, AuditFilters()) == len(emu.handle.ground_truth_ids(TENANT, WIN.start, WIN.end))
     assert sum(emu.handle.stats.transient_403.values()) >= 2
 

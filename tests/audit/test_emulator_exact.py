@@ -49,7 +49,7 @@ def test_graph_exact_ids(emu: Emu, hours: float, offset: float) -> None:
 @pytest.mark.parametrize(("hours", "offset"), [(0.25, 1.0), (2.0, 3.5), (13.0, 6.0)])
 def test_exchange_exact_ids(emu: Emu, hours: float, offset: float) -> None:
     win = window(hours, offset_hours=offset)
-    client = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, result_size=500)
+    client = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, result_size=500)
     expected = truth(emu, win)
     assert client.count(win, AuditFilters()) == len(expected)
     got = exchange_collect(client, win)
@@ -61,7 +61,7 @@ def test_filters_reach_both_apis(emu: Emu) -> None:
     win = window(6.0, offset_hours=2.0)
     filters = AuditFilters(record_types=("sharePointFileOperation",), operations=("FileAccessed", "FileModified"))
     graph = graph_collect(GraphAuditClient(emu.config(), retry_wait_scale=FAST), win, filters)
-    exchange = exchange_collect(ExchangeAuditClient(emu.config(), retry_wait_scale=FAST), win, filters)
+    exchange = exchange_collect(ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST), win, filters)
     everything = truth(emu, win)
     assert graph.ids and sorted(graph.ids) == sorted(exchange.ids)
     assert len(graph.ids) < len(everything)
@@ -75,7 +75,7 @@ def test_throttling_storm_still_exact(emu: Emu) -> None:
     emu.handle.faults.rate_429 = 0.30
     emu.handle.faults.rate_5xx = 0.05
     graph = graph_collect(GraphAuditClient(emu.config(page_size=150), retry_wait_scale=FAST), win)
-    exchange = exchange_collect(ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, result_size=300), win)
+    exchange = exchange_collect(ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, result_size=300), win)
     stats = emu.handle.stats
     assert sorted(graph.ids) == expected
     assert sorted(exchange.ids) == expected
@@ -89,7 +89,7 @@ def test_malformed_record_quarantined_rest_of_page_kept(emu: Emu) -> None:
     emu.handle.faults.malformed_record_ids = frozenset({bad})
     for got in (
         graph_collect(GraphAuditClient(emu.config(), retry_wait_scale=FAST), win),
-        exchange_collect(ExchangeAuditClient(emu.config(), retry_wait_scale=FAST), win),
+        exchange_collect(ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST), win),
     ):
         malformed = [m for p in got.pages for m in p.malformed]
         assert len(malformed) == 1 and bad in malformed[0].raw and "not JSON" in malformed[0].reason
@@ -111,7 +111,7 @@ def test_token_expiry_mid_run_recovers(emu: Emu) -> None:
     assert sorted(set(kept)) == truth(emu, win)
     assert sum(emu.handle.stats.auth_failures.values()) > failures_before  # a 401 really happened
     assert emu.handle.stats.tokens_issued > tokens_before  # and a fresh token was fetched
-    exchange = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, result_size=200)
+    exchange = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, result_size=200)
     session = exchange.iter_record_pages(win, AuditFilters())
     first_ex = next(session)
     emu.handle.expire_tokens()
@@ -152,7 +152,7 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
         small_query = graph.create_query(small, AuditFilters(), display_name="small")
         assert not wait_for_query(graph, small_query).record_count_limit_exceeded
 
-        exchange = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, session_cap=120)
+        exchange = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, session_cap=120)
         with pytest.raises(NeedsSplitError) as info:
             next(iter(exchange.iter_record_pages(win, AuditFilters())))
         assert info.value.limit == 120 and info.value.reported_count == len(truth(emu, win))
@@ -160,7 +160,7 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
 
 
 def test_exchange_window_with_fractional_bounds_keeps_its_last_partial_second(emu: Emu) -> None:
-    client = ExchangeAuditClient(emu.config(), retry_wait_scale=FAST, result_size=500)
+    client = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, result_size=500)
     hour = window(1.0, offset_hours=2.0)
     first = exchange_collect(client, hour).pages[0].records[0]
     moment = parse_record_time(first)  # records carry whole seconds

@@ -60,10 +60,9 @@ def test_body_has_every_filter_in_camel_case() -> None:
         "objectIdFilters": ["obj"],
         "administrativeUnitIdFilters": ["au"],
         "keywordFilter": "budget",
-        "serviceFilter": "Exchange",
+        "serviceFilters": ["Exchange"],
     }
-    v1 = build_query_body(WINDOW, filters, display_name="c", api_version="v1.0")
-    assert v1["serviceFilters"] == ["Exchange"]
+    assert build_query_body(WINDOW, filters, display_name="c", api_version="v1.0")["serviceFilters"] == ["Exchange"]
     assert set(build_query_body(WINDOW, AuditFilters(), display_name="c", api_version="beta")) == {
         "displayName",
         "filterStartDateTime",

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from shared.audit.ports import (
     AuditFilters,
     AuditRecord,
+    DeleteOutcome,
     MalformedRecord,
     QueryState,
     QueryStatus,
@@ -91,9 +92,10 @@ class FakeQueryApi:
         for i in range(0, len(items), self.page_size):
             yield RecordPage(records=items[i : i + self.page_size])
 
-    def delete_query(self, query_id: str) -> None:
+    def delete_query(self, query_id: str) -> DeleteOutcome:
         self._maybe_fail("delete")
         self.deleted.append(query_id)
+        return DeleteOutcome(deleted=True)
 
 
 @dataclass
@@ -121,10 +123,15 @@ class FakeSearchApi:
 
         return [r for r in self.records if keep(r)]
 
-    def count(self, window: TimeWindow, filters: AuditFilters) -> int:
+    high_completeness_calls: int = 0
+
+    def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
         return len(self._in(window))
 
-    def iter_record_pages(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
+    def iter_record_pages(
+        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
+    ) -> Iterator[RecordPage]:
+        self.high_completeness_calls += int(high_completeness)
         found = self._in_or_unparseable(window)
         if len(found) > self.cap:
             raise NeedsSplitError("over cap", limit=self.cap, reported_count=len(found))

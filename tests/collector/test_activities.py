@@ -80,7 +80,12 @@ def test_expected_errors_come_back_as_results_with_kind() -> None:
 def test_failed_delete_does_not_fail_the_chunk() -> None:
     api = FakeQueryApi([], errors={"delete": [TransientApiError("503")]})
     result = ActivityResult.from_json(bodies.graph_delete(api, {"queryId": "q9"}))
-    assert result.ok and result.data == {"deleted": False, "kind": "transient"}
+    assert result.ok and result.data == {
+        "deleted": False,
+        "disposition": "deleteFailed",
+        "kind": "transient",
+        "reason": "503",
+    }
 
 
 def test_exchange_collect_writes_chunk_and_quarantines_malformed(tmp_path: Path) -> None:

@@ -68,7 +68,9 @@ def test_every_submit_looks_first_and_a_miss_creates() -> None:
 
 @dataclass
 class CappedSearchApi(FakeSearchApi):
-    def iter_record_pages_up_to_cap(self, window: TimeWindow, filters: AuditFilters) -> Iterator[RecordPage]:
+    def iter_record_pages_up_to_cap(
+        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
+    ) -> Iterator[RecordPage]:
         found = self._in(window)
         kept = found[: self.cap]
         for i in range(0, len(kept), self.page_size):

@@ -22,6 +22,7 @@ from m365_emulator import AppRegistration, Emulator, EmulatorConfig, TenantSpec,
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "7a1f2c3d-4b5e-4f60-8a71-92b3c4d5e6f7"
+DOMAIN = "contoso.onmicrosoft.com"  # the emulator tenant's default initial domain
 CLIENT = "0b1c2d3e-4f50-4a61-8b72-93c4d5e6f708"
 SECRET = "collector-e2e-secret"
 START = datetime(2024, 5, 1, tzinfo=UTC)
@@ -118,8 +119,9 @@ def _wait_terminal(base: str, collection_id: str) -> dict[str, object]:
 def test_collection_matches_emulator_ground_truth(emulator: Emulator, host: tuple[str, Path], source: str) -> None:
     base, output = host
     end = START + timedelta(hours=10)
+    tenant = DOMAIN if source == "exchange" else TENANT  # Exchange is named by its initial domain (anchor mailbox)
     body = {
-        "tenantId": TENANT,
+        "tenantId": tenant,
         "startDate": START.isoformat(),
         "endDate": end.isoformat(),
         "intervalMinutes": 60,
@@ -137,19 +139,20 @@ def test_collection_matches_emulator_ground_truth(emulator: Emulator, host: tupl
     summary = _wait_terminal(base, f"e2e-{source}")
     assert summary["status"] == "Completed", summary
     collected: list[str] = []
-    for path in sorted((output / TENANT / f"e2e-{source}" / "chunks").glob("*.jsonl")):
+    for path in sorted((output / tenant / f"e2e-{source}" / "chunks").glob("*.jsonl")):
         if not path.name.endswith(".quarantine.jsonl"):
             collected += [json.loads(line)["id"] for line in path.read_text().splitlines()]
     truth = emulator.ground_truth_ids(TENANT, START, end)
     assert len(collected) == len(set(collected))
     assert sorted(collected) == sorted(truth)
     assert summary["records"] == len(truth)
-    manifest = json.loads((output / TENANT / f"e2e-{source}" / "manifest.json").read_text())
+    manifest = json.loads((output / tenant / f"e2e-{source}" / "manifest.json").read_text())
     assert manifest["gaps"] == [] and manifest["totals"]["records"] == len(truth)
     peaks = [v for (tenant, _api), v in emulator.stats.peak_concurrency.items() if tenant == TENANT]
     assert peaks and max(peaks) <= 3
     if source == "graph":
-        assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] >= 10
+        assert emulator.stats.queries_created[TENANT] >= 10 and emulator.stats.queries_deleted[TENANT] == 0
+        assert summary["queries"]["leftOnService"] == emulator.stats.queries_created[TENANT]
     print(f"{source}: {len(truth)} records, emulator peak concurrency {max(peaks)} (K=3)")
 
 

@@ -123,7 +123,8 @@ def test_naive_window_is_fine_in_ideal_mode_so_the_difference_is_the_shim() -> N
     assert head_mean(naive.activities_in_flight, n, k) >= 0.9 * k
 
 
-def test_graph_collection_output_is_exact_with_splits_retries_and_continue_as_new() -> None:
+@pytest.mark.parametrize("delete_queries", [False, True])
+def test_graph_collection_output_is_exact_with_splits_retries_and_continue_as_new(delete_queries: bool) -> None:
     n = 10
     records = synthetic(START, n, 30)
     api = FakeQueryApi(
@@ -131,7 +132,8 @@ def test_graph_collection_output_is_exact_with_splits_retries_and_continue_as_ne
     )
     sink = MemorySink()
     driver = ReplayDriver(orchestrator_handle(), graph_activities(api, sink), seed=7)
-    driver.start(payload("graph", n, 3, m=4, poll_interval_seconds=5, retry_base_seconds=1, min_split_seconds=600))
+    options: dict[str, Any] = {"poll_interval_seconds": 5, "retry_base_seconds": 1, "min_split_seconds": 600}
+    driver.start(payload("graph", n, 3, m=4, delete_queries=delete_queries, **options))
     result = driver.run()
     assert result.status is RuntimeStatus.COMPLETED
     output = json.loads(result.output or "null")
@@ -142,9 +144,15 @@ def test_graph_collection_output_is_exact_with_splits_retries_and_continue_as_ne
     assert driver.executions >= 4  # continue-as-new every M=4 chunks
     # one query per hour (over the cap) and per half; the failed submit created none; the export retry reused its query
     assert api.created == 3 * n
-    assert sorted(api.deleted) == sorted(api.queries)  # every query deleted, once
     manifest = json.loads(sink.objects[output["manifest"].removeprefix("memory://")])
     assert manifest["gaps"] == [] and manifest["totals"]["records"] == len(records)
+    if delete_queries:
+        assert sorted(api.deleted) == sorted(api.queries)  # every query deleted, once
+        assert output["queries"]["deleted"] == 3 * n and output["queries"]["leftOnService"] == 0
+    else:
+        assert api.deleted == []  # no DELETE sent: the service does not support it today
+        assert output["queries"]["leftOnService"] == 3 * n and output["queries"]["deleted"] == 0
+    assert manifest["queries"] == {**output["queries"], "deletion": "on" if delete_queries else "off"}
     statuses = driver.custom_statuses
     assert all(s and "percent" in s for s in statuses)
     assert max(s["inFlight"] for s in statuses) == 3

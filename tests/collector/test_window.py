@@ -43,7 +43,7 @@ def happy(step: CallActivity, _: CollectionWindow) -> ActivityResult:
     if step.name == names.ACTIVITY_GRAPH_STATUS:
         return ActivityResult.success({"state": "succeeded", "limitExceeded": False})
     if step.name == names.ACTIVITY_GRAPH_DELETE:
-        return ActivityResult.success({"deleted": True})
+        return ActivityResult.success({"deleted": True, "disposition": "deleted"})
     return summary_for(step)
 
 
@@ -96,7 +96,8 @@ def test_lane_refills_as_soon_as_one_finishes() -> None:
 
 
 def test_graph_lane_keeps_its_slot_through_submit_poll_export_delete() -> None:
-    window = CollectionWindow(spec(1, 1, poll_interval_seconds=30, poll_backoff=2, poll_max_interval_seconds=100))
+    options = {"poll_interval_seconds": 30, "poll_backoff": 2, "poll_max_interval_seconds": 100}
+    window = CollectionWindow(spec(1, 1, delete_queries=True, **options))
     (step,) = window.fill()
     assert isinstance(step, CallActivity) and step.name == names.ACTIVITY_GRAPH_SUBMIT
     (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-7"}))
@@ -172,17 +173,24 @@ def test_needs_split_halves_and_requeues_down_to_the_minimum_then_incomplete() -
 
 
 def test_graph_limit_exceeded_splits_and_deletes_the_query_first() -> None:
-    window = CollectionWindow(spec(1, 1, min_split_seconds=60))
+    window = CollectionWindow(spec(1, 1, min_split_seconds=60, delete_queries=True))
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     window.on_timer(0)
     (delete,) = window.on_result(0, ActivityResult.success({"state": "succeeded", "limitExceeded": True}))
     assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE
-    window.on_result(0, ActivityResult.success({"deleted": True}))
+    window.on_result(0, ActivityResult.success({"deleted": True, "disposition": "deleted"}))
     assert [c.label() for c in window.state.requeued] == [
         "2024-11-17T00:00:00Z/2024-11-17T00:30:00Z",
         "2024-11-17T00:30:00Z/2024-11-17T01:00:00Z",
     ]
+    # Deletion off (the default): the split happens at once and the query is left on the service.
+    plain = CollectionWindow(spec(1, 1, min_split_seconds=60))
+    plain.fill()
+    plain.on_result(0, ActivityResult.success({"queryId": "q-1"}))
+    plain.on_timer(0)
+    assert plain.on_result(0, ActivityResult.success({"state": "succeeded", "limitExceeded": True})) == []
+    assert plain.state.splits == 1 and plain.state.queries["leftOnService"] == 1
 
 
 def test_dooming_error_stops_scheduling_lets_lanes_finish_and_fails_the_collection() -> None:
@@ -268,7 +276,7 @@ def test_sink_and_crash_failures_are_retried_but_permanent_ones_are_not() -> Non
 
 
 def test_a_graph_chunk_over_the_record_budget_is_split_until_the_minimum_window() -> None:
-    window = CollectionWindow(spec(1, 1, max_records_per_chunk=500, min_split_seconds=1800))  # 60 min -> 30 min
+    window = CollectionWindow(spec(1, 1, max_records_per_chunk=500, min_split_seconds=1800, delete_queries=True))
     (_submit,) = window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
     (_poll,) = window.on_timer(0)

@@ -26,6 +26,8 @@ from m365_emulator import Emulator
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
+DOMAIN = "contoso.onmicrosoft.com"
+"""The tenant's initial domain (the emulator's default): Exchange collections name the tenant by it."""
 CLIENT = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a"
 SECRET = "e2e-acceptance-secret"
 START = datetime(2024, 6, 3, tzinfo=UTC)
@@ -117,16 +119,21 @@ class Host:
         return response.json()  # type: ignore[no-any-return]
 
     # -- output -------------------------------------------------------------------------------------------------
+    def folder(self, collection_id: str) -> Path:
+        """The collection's output folder, under the tenant as the request named it (GUID or initial domain)."""
+        found = [p for p in (self.output / TENANT, self.output / DOMAIN) if (p / collection_id).exists()]
+        return (found[0] if found else self.output / TENANT) / collection_id
+
     def chunk_ids(self, collection_id: str) -> list[str]:
         """Record ids of every chunk object of a collection written to the output folder (in file order)."""
         ids: list[str] = []
-        for path in sorted((self.output / TENANT / collection_id / "chunks").glob("*.jsonl")):
+        for path in sorted((self.folder(collection_id) / "chunks").glob("*.jsonl")):
             if not path.name.endswith(".quarantine.jsonl"):
                 ids += [json.loads(line)["id"] for line in path.read_text().splitlines()]
         return ids
 
     def manifest(self, collection_id: str) -> dict[str, Any]:
-        return json.loads((self.output / TENANT / collection_id / "manifest.json").read_text())  # type: ignore[no-any-return]
+        return json.loads((self.folder(collection_id) / "manifest.json").read_text())  # type: ignore[no-any-return]
 
     def written_files(self) -> list[Path]:
         return [p for p in self.output.rglob("*") if p.is_file()] if self.output.exists() else []
@@ -180,9 +187,9 @@ def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path)
 
 
 def body(end: datetime, *, start: datetime = START, interval: int = 60, k: int = 2, **extra: Any) -> dict[str, Any]:
-    """A valid collection request over [start, end)."""
+    """A valid collection request over [start, end); Exchange collections name the tenant by its initial domain."""
     return {
-        "tenantId": TENANT,
+        "tenantId": DOMAIN if extra.get("source") == "exchange" else TENANT,
         "startDate": start.isoformat(),
         "endDate": end.isoformat(),
         "intervalMinutes": interval,

@@ -1,5 +1,5 @@
 """A permanent problem that dooms every chunk (bad secret, missing Graph permission) stops the collection early:
-status Failed, a reason naming the setting or permission, and no Graph query left behind."""
+status Failed, a reason naming the setting or permission, and (with deletion on) no Graph query left behind."""
 
 from __future__ import annotations
 
@@ -73,10 +73,11 @@ def test_permission_revoked_mid_run_stops_and_deletes_the_queries_in_flight(
 
     def slow_queries(config: EmulatorConfig) -> None:
         config.graph.completion_delay_seconds = 30.0
+        config.graph.delete_supported = True  # the deletion path under test needs a service that deletes
 
     emulator = make_emulator(configure=slow_queries)
     end = START + timedelta(hours=CHUNKS)
-    with serve(emulator, tmp_path) as host:
+    with serve(emulator, tmp_path, {"COLLECTOR_DELETE_QUERIES": "true"}) as host:
         assert host.post(body(end, interval=60, k=3, collectionId="revoked")).status_code == 202
         # Wait until three queries are live: a condition with a generous deadline, not a count of polls, so a
         # loaded CI box (slower engine, faster polls relative to it) cannot end the wait early.
@@ -89,3 +90,37 @@ def test_permission_revoked_mid_run_stops_and_deletes_the_queries_in_flight(
     _check_stopped_early(summary)
     assert summary["reason"]["kind"] == "permission"
     assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == 3
+    assert summary["queries"]["deleted"] == 3
+
+
+def test_missing_exchange_role_named_only_inside_the_cmdlet_error_fails_the_collection_with_the_fix(
+    make_emulator: MakeEmulator, tmp_path: Path
+) -> None:
+    """The default emulator answers a missing role as 400 "Error executing cmdlet", the reason only in details."""
+    emulator = make_emulator(register=False)
+    emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET, exchange_role=False))
+    end = START + timedelta(hours=CHUNKS)
+    with serve(emulator, tmp_path) as host:
+        assert host.post(body(end, interval=60, k=3, source="exchange", collectionId="norole")).status_code == 202
+        summary = host.wait("norole")
+    _check_stopped_early(summary)
+    reason = summary["reason"]
+    assert isinstance(reason, dict) and reason["kind"] == "permission"
+    assert "View-Only Audit Logs" in reason["message"] and "isn't supported in this scenario" in reason["message"]
+
+
+def test_a_wrong_anchor_mailbox_fails_the_collection_naming_the_tenant_rule(
+    make_emulator: MakeEmulator, tmp_path: Path
+) -> None:
+    def routes_elsewhere(config: EmulatorConfig) -> None:
+        config.exchange.anchor_domain = "contosoltd.onmicrosoft.com"  # the service routes this tenant by another name
+
+    emulator = make_emulator(configure=routes_elsewhere)
+    end = START + timedelta(hours=CHUNKS)
+    with serve(emulator, tmp_path) as host:
+        assert host.post(body(end, interval=60, k=3, source="exchange", collectionId="anchor")).status_code == 202
+        summary = host.wait("anchor")
+    _check_stopped_early(summary)
+    reason = summary["reason"]
+    assert isinstance(reason, dict) and reason["kind"] == "routing"
+    assert "ErrorIncorrectRoutingHint" in reason["message"] and "onmicrosoft.com" in reason["message"]

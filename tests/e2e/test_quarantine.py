@@ -61,7 +61,7 @@ def test_malformed_records_are_quarantined_once_in_their_own_window(
 
     # Where each marked id was quarantined: (chunk window, id) for every quarantine line that mentions it.
     placed: list[tuple[str, str]] = []
-    for path in sorted((host.output / TENANT / "bad" / "chunks").glob("*.quarantine.jsonl")):
+    for path in sorted((host.folder("bad") / "chunks").glob("*.quarantine.jsonl")):
         for line in path.read_text().splitlines():
             raw = json.loads(line)["raw"]
             placed += [(path.name.split(".")[0], marked) for marked in inside | outside if marked in raw]

@@ -42,8 +42,8 @@ def test_chunks_over_the_cap_are_split_and_output_is_exact(
     assert len(ids) == len(set(ids)) and sorted(ids) == sorted(truth)
     manifest = host.manifest("cap")
     assert manifest["gaps"] == [] and manifest["totals"]["records"] == len(truth)
-    if source == "graph":
-        assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT]
+    if source == "graph":  # deletion is off by default: every query is reported left on the service
+        assert summary["queries"]["leftOnService"] == emulator.stats.queries_created[TENANT]
 
 
 def test_failed_chunk_is_listed_then_retry_failed_completes_it(make_emulator: MakeEmulator, tmp_path: Path) -> None:
@@ -84,7 +84,7 @@ def test_failed_chunk_is_listed_then_retry_failed_completes_it(make_emulator: Ma
     truth = emulator.ground_truth_ids(TENANT, START, end)
     assert len(union) == len(set(union)) and sorted(union) == sorted(truth)
     assert sorted(host.chunk_ids(retry_id)) == sorted(emulator.ground_truth_ids(TENANT, *bad))
-    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT] == 7
+    assert emulator.stats.queries_created[TENANT] == 7 and emulator.stats.queries_deleted[TENANT] == 0
 
 
 def test_exchange_minimum_window_over_the_cap_is_collected_up_to_the_cap(
@@ -123,6 +123,6 @@ def test_graph_create_with_a_lost_response_is_not_submitted_twice(make_emulator:
     assert summary["status"] == "Completed", summary
     assert emulator.stats.injected_5xx[(TENANT, "graph")] == 3
     assert emulator.stats.queries_created[TENANT] == 4  # one query per chunk, none duplicated by the retries
-    assert emulator.stats.queries_deleted[TENANT] == 4
+    assert summary["queries"]["leftOnService"] == 4
     ids = host.chunk_ids("lost")
     assert sorted(ids) == sorted(emulator.ground_truth_ids(TENANT, START, end))

@@ -1,10 +1,11 @@
 """Issue 6, item 2: under SHIM mode the sliding window keeps exactly K chunks in flight, measured at the emulator.
 
-"In flight" is what the server sees. Graph: a chunk's query from its creation to its deletion (the lane holds its slot
-from submit to delete). Exchange: a chunk's search window from its first call's start (the count probe) to its last
-call's end (the session page). Chunk latencies vary per window (the emulator's ``completion_jitter_seconds`` /
-``latency_jitter_seconds``). Exchange is the source where a window that lets the extension's shim block on a WhenAny
-of long activities collapses towards one chunk in flight; Graph lanes take short steps, so both are measured.
+"In flight" is what the server sees. Graph: a chunk's query from its creation to its last use, its last records page
+(the lane holds its slot from submit to the end of its export; queries are not deleted by default). Exchange: a
+chunk's search window from its first call's start (the count probe) to its last call's end (the session page).
+Chunk latencies vary per window (the emulator's ``completion_jitter_seconds`` / ``latency_jitter_seconds``).
+Exchange is the source where a window that lets the extension's shim block on a WhenAny of long activities
+collapses towards one chunk in flight; Graph lanes take short steps, so both are measured.
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def test_window_holds_k_at_the_emulator(make_emulator: MakeEmulator, tmp_path: P
     assert peak == k
     assert mean >= 0.9 * k
     assert emulator.stats.peak_concurrency[(TENANT, source)] <= k
-    assert emulator.stats.queries_created[TENANT] == emulator.stats.queries_deleted[TENANT]
+    if source == "graph":
+        assert emulator.stats.queries_created[TENANT] == chunks
 
 
 def test_mean_before_tail_weights_by_time() -> None:

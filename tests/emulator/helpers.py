@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import msal
 import requests
@@ -66,3 +67,28 @@ def wait_for(predicate: Callable[[], bool], attempts: int = 500) -> None:
             return
         time.sleep(0.01)
     raise AssertionError("condition never became true")
+
+
+ANCHOR = "APP:SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}@contoso.onmicrosoft.com"
+EXO_HEADERS = {
+    "X-CmdletName": "Search-UnifiedAuditLog",
+    "X-ResponseFormat": "json",
+    "X-ClientApplication": "ExoManagementModule",
+    "X-AnchorMailbox": ANCHOR,
+    "Prefer": "odata.maxpagesize=1000",
+}
+
+
+def read_json(session: requests.Session, method: str, url: str, **kwargs: Any) -> tuple[int, Any]:
+    """(status, parsed body) of a call, read again when a 200 body does not parse — what a careful client does.
+
+    The emulator serves a small share of re-readable pages as broken JSON by default (``broken_page_rate``).
+    """
+    for _ in range(8):
+        response = session.request(method, url, **kwargs)
+        try:
+            return response.status_code, response.json() if response.content else None
+        except ValueError:
+            if response.status_code != 200:
+                raise
+    raise AssertionError(f"{url} never answered parseable JSON")

@@ -48,12 +48,13 @@ def test_create_then_5xx_creates_and_answers_503(graph: requests.Session, emu: E
     lost = graph.post(queries_url(emu), json=body)
     assert lost.status_code == 503
     assert emu.stats.queries_created[TENANT] == 1 and emu.faults.create_then_5xx_count == 0
-    listed = graph.get(queries_url(emu), params={"$filter": "displayName eq 'lost'"}).json()["value"]
+    listed = graph.get(queries_url(emu)).json()["value"]
     assert [q["displayName"] for q in listed] == ["lost"]
     assert graph.post(queries_url(emu), json=body).status_code == 201
 
 
 def test_list_filters_by_display_name_with_quotes(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.list_filter = "honour"  # the knob: a service that honours $filter=displayName eq '...'
     create(graph, emu, T0, T0 + timedelta(hours=1), displayName="o'brien chunk")
     create(graph, emu, T0, T0 + timedelta(hours=1), displayName="other")
     found = graph.get(queries_url(emu), params={"$filter": "displayName eq 'o''brien chunk'"}).json()["value"]
@@ -66,10 +67,12 @@ def test_denied_methods_answer_a_permanent_403(graph: requests.Session, emu: Emu
     emu.faults.deny_graph_methods = frozenset({"GET"})
     denied = graph.get(f"{queries_url(emu)}/{query_id}")
     assert denied.status_code == 403 and denied.json()["error"]["code"] == "Authorization_RequestDenied"
+    emu.config.graph.delete_supported = True  # so that an allowed DELETE shows as a 204
     assert graph.delete(f"{queries_url(emu)}/{query_id}").status_code == 204
 
 
 def test_live_timeline_counts_created_and_not_deleted(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.delete_supported = True  # a lane that deletes its query: it lives until the delete
     first = create(graph, emu, T0, T0 + timedelta(hours=1))["id"]
     second = create(graph, emu, T0, T0 + timedelta(hours=2))["id"]
     graph.delete(f"{queries_url(emu)}/{first}")
@@ -78,6 +81,17 @@ def test_live_timeline_counts_created_and_not_deleted(graph: requests.Session, e
     assert [live for _, live in timeline] == [1, 2, 1, 0]
     assert [m for m, _ in timeline] == sorted(m for m, _ in timeline)
     assert emu.stats.live_timeline("00000000-0000-0000-0000-000000000000") == []
+
+
+def test_live_timeline_without_deletion_ends_at_a_query_s_last_use(graph: requests.Session, emu: Emulator) -> None:
+    first = create(graph, emu, T0, T0 + timedelta(hours=1))["id"]
+    second = create(graph, emu, T0, T0 + timedelta(hours=2))["id"]
+    wait_succeeded(graph, emu, first)  # polls: "used"
+    graph.get(f"{queries_url(emu)}/{first}/records")  # its last use
+    wait_succeeded(graph, emu, second)
+    graph.delete(f"{queries_url(emu)}/{first}")  # answered 404: not a use, the query stays
+    timeline = emu.stats.live_timeline(TENANT)
+    assert [live for _, live in timeline] == [1, 2, 1, 0]
 
 
 def test_exchange_calls_take_the_latency_and_are_logged_in_flight(exo: requests.Session, emu: Emulator) -> None:

@@ -10,7 +10,17 @@ import pytest
 import requests
 
 from m365_emulator import AppRegistration, Emulator, run_emulator
-from tests.emulator.helpers import GRAPH_SCOPE, SECRET, T0, TENANT, make_config, queries_url, session_for, wait_for
+from tests.emulator.helpers import (
+    GRAPH_SCOPE,
+    SECRET,
+    T0,
+    TENANT,
+    make_config,
+    queries_url,
+    read_json,
+    session_for,
+    wait_for,
+)
 
 
 def _z(moment: datetime) -> str:
@@ -40,9 +50,8 @@ def pages(
 ) -> Iterator[list[dict[str, Any]]]:
     url: str | None = f"{queries_url(emu)}/{query_id}/records" + (f"?$top={top}" if top else "")
     while url:
-        response = graph.get(url)
-        assert response.status_code == 200, response.text
-        body = response.json()
+        status, body = read_json(graph, "GET", url)  # a broken page (broken_page_rate) is read again
+        assert status == 200, body
         yield body["value"]
         url = body.get("@odata.nextLink")
 
@@ -103,7 +112,6 @@ def test_top_is_honoured_up_to_the_maximum_page(emu: Emulator, graph: requests.S
 FILTERS = [
     ({"recordTypeFilters": ["sharePointFileOperation"]}, {"record_types": ["sharePointFileOperation"]}),
     ({"operationFilters": ["UserLoginFailed", "Send"]}, {"operations": ["UserLoginFailed", "Send"]}),
-    ({"serviceFilter": "OneDrive"}, {"services": ["OneDrive"]}),
     ({"serviceFilters": ["MicrosoftTeams"]}, {"services": ["MicrosoftTeams"]}),
     ({"keywordFilter": "Budget.xlsx"}, {"keyword": "Budget.xlsx"}),
 ]
@@ -160,13 +168,41 @@ def test_record_count_limit_sets_the_flag_and_caps_the_records() -> None:
         assert wait_succeeded(graph, emu, small["id"])["isRecordCountLimitExceeded"] is False
 
 
-def test_delete_frees_the_query_and_later_calls_are_404(graph: requests.Session, emu: Emulator) -> None:
+def test_delete_is_not_supported_by_default_and_the_query_stays(graph: requests.Session, emu: Emulator) -> None:
+    query = create(graph, emu, T0, T0 + timedelta(hours=1))
+    response = graph.delete(f"{queries_url(emu)}/{query['id']}")
+    assert response.status_code == 404
+    body = response.json()
+    assert body["Message"].startswith("No HTTP resource was found that matches the request URI")
+    assert body["MessageDetail"] == "No type was found that matches the controller named 'queries'."
+    assert "error" not in body  # the ASP.NET Web API shape, not an OData error
+    assert graph.get(f"{queries_url(emu)}/{query['id']}").status_code == 200
+    assert emu.stats.queries_deleted[TENANT] == 0 and emu.stats.deletes_refused[TENANT] == 1
+
+
+def test_delete_when_supported_frees_the_query_and_later_calls_are_404(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.delete_supported = True  # the knob: a service that supports deletion
     query = create(graph, emu, T0, T0 + timedelta(hours=1))
     assert graph.delete(f"{queries_url(emu)}/{query['id']}").status_code == 204
     assert graph.get(f"{queries_url(emu)}/{query['id']}").status_code == 404
     assert graph.delete(f"{queries_url(emu)}/{query['id']}").status_code == 404
     assert emu.stats.queries_created[TENANT] == emu.stats.queries_deleted[TENANT] == 1
     assert emu.graph.active_count(TENANT) == 0
+
+
+def test_an_unknown_body_property_is_rejected(graph: requests.Session, emu: Emulator) -> None:
+    body = {"filterStartDateTime": _z(T0), "filterEndDateTime": _z(T0 + timedelta(hours=1)), "serviceFilter": "x"}
+    response = graph.post(queries_url(emu), json=body)
+    assert response.status_code == 400
+    assert "The property 'serviceFilter' does not exist on type" in response.json()["error"]["message"]
+    assert emu.stats.queries_created[TENANT] == 0
+
+
+def test_a_tolerated_unknown_property_silently_filters_nothing(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.reject_unknown_properties = False  # the worse plausible service: the filter does nothing
+    start, end = T0, T0 + timedelta(hours=2)
+    records = collect(graph, emu, start, end, serviceFilter="OneDrive")
+    assert [r["id"] for r in records if r["createdDateTime"] < _z(end)] == emu.ground_truth_ids(TENANT, start, end)
 
 
 def test_missing_permission_is_403_naming_it(emu: Emulator) -> None:
@@ -195,7 +231,10 @@ def test_bad_bodies_are_400(graph: requests.Session, emu: Emulator, body: dict[s
 
 
 def test_concurrent_query_limit_is_429_and_peak_is_recorded() -> None:
-    config = make_config(graph__max_concurrent_queries=3, graph__completion_delay_seconds=0.4)
+    # Deletion on: this test frees a slot by deleting a query.
+    config = make_config(
+        graph__max_concurrent_queries=3, graph__completion_delay_seconds=0.4, graph__delete_supported=True
+    )
     with run_emulator(config) as emu:
         emu.register_app(AppRegistration(TENANT, "app", client_secret=SECRET))
         graph = session_for(emu, GRAPH_SCOPE, "app")
@@ -240,3 +279,56 @@ def test_stuck_query_stays_running_and_keeps_its_slot(graph: requests.Session, e
 def test_v1_and_beta_both_served_and_unknown_version_rejected(graph: requests.Session, emu: Emulator) -> None:
     assert graph.get(queries_url(emu, "v1.0")).status_code == 200
     assert graph.get(queries_url(emu, "v2.0")).status_code == 400
+
+
+def test_finished_queries_left_on_the_service_do_not_count_against_the_limit() -> None:
+    config = make_config(graph__max_concurrent_queries=2, graph__completion_delay_seconds=0.05)
+    with run_emulator(config) as emu:
+        emu.register_app(AppRegistration(TENANT, "app", client_secret=SECRET))
+        graph = session_for(emu, GRAPH_SCOPE, "app")
+        ids = []
+        for hour in range(6):  # never deleted (deletion is not supported): finished ones stay listed
+            ids.append(create(graph, emu, T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1))["id"])
+            wait_succeeded(graph, emu, ids[-1])
+        assert len(graph.get(queries_url(emu)).json()["value"]) == 6
+        assert emu.stats.concurrency_429[(TENANT, "graph")] == 0
+
+
+def test_the_list_refuses_filter_by_default_and_pages_oldest_first(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.list_page_size = 2
+    ids = [create(graph, emu, T0, T0 + timedelta(hours=h + 1), displayName=f"q{h}")["id"] for h in range(5)]
+    refused = graph.get(queries_url(emu), params={"$filter": "displayName eq 'q1'"})
+    assert refused.status_code == 400 and "Query option 'Filter' is not allowed" in refused.json()["error"]["message"]
+    listed, url = [], queries_url(emu)
+    while url:
+        page = graph.get(url).json()
+        assert len(page["value"]) <= 2
+        listed += [q["id"] for q in page["value"]]
+        url = page.get("@odata.nextLink")
+    assert listed == ids
+
+
+def test_the_list_can_ignore_filter(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.list_filter = "ignore"
+    for name in ("a", "b"):
+        create(graph, emu, T0, T0 + timedelta(hours=1), displayName=name)
+    found = graph.get(queries_url(emu), params={"$filter": "displayName eq 'a'"}).json()["value"]
+    assert [q["displayName"] for q in found] == ["a", "b"]  # every query: the filter did nothing
+
+
+def test_broken_record_pages_are_stable_per_seed(graph: requests.Session, emu: Emulator) -> None:
+    emu.faults.broken_page_rate = 0.5
+    query = create(graph, emu, T0, T0 + timedelta(hours=30))
+    wait_succeeded(graph, emu, query["id"])
+    url = f"{queries_url(emu)}/{query['id']}/records"
+    reads = [graph.get(url) for _ in range(12)]
+    parsed = []
+    for response in reads:
+        assert response.status_code == 200
+        try:
+            parsed.append(response.json()["value"])
+        except ValueError:
+            assert response.content.startswith(b"{") and not response.content.endswith(b"}")
+    assert 0 < len(parsed) < len(reads)
+    assert all(p == parsed[0] for p in parsed)
+    assert emu.stats.broken_pages[(TENANT, "graph")] == len(reads) - len(parsed)

@@ -48,12 +48,3 @@ def test_keys_are_required_and_printed_keys_work(serve_app: Callable[..., Served
     assert requests.get(f"{base}/v1/admin-only?code={keys['master']}", timeout=10).text == "admin ok"
     assert requests.get(f"{base}/v1/open", timeout=10).text == "open ok"
     assert requests.get(f"{base}/api/open", timeout=10).status_code == 404  # the route prefix is v1
-
-
-def test_entity_app_fails_at_start_naming_the_function(tmp_path, serve_app: Callable[..., ServedApp]) -> None:
-    try:
-        serve_app("entity", store="memory")
-    except RuntimeError as exc:
-        assert "counter_entity" in str(exc) and "entityTrigger" in str(exc)
-    else:
-        raise AssertionError("the host started an app with an entity trigger")

@@ -35,9 +35,32 @@ def test_blueprint_names_and_default_auth_level() -> None:
     assert levels == {"hello_start": "function", "admin_only": "admin", "open_route": "anonymous"}
 
 
-def test_entity_trigger_is_refused_naming_the_function() -> None:
-    with pytest.raises(AppLoadError, match=r"counter_entity.*entityTrigger"):
-        load_app(APPS / "entity")
+def test_entity_functions_are_indexed_under_their_entity_name() -> None:
+    app = load_app(APPS / "entities")
+    assert set(app.entities) == {"tally", "Ledger"}  # entity_name wins over the function name
+    assert set(app.orchestrators) == {"count_up", "calls_failing_operation"}
+    assert hasattr(app.entities["Ledger"].handle, "entity_function")
+    sample = load_app(APPS / "entity_counter")
+    assert set(sample.entities) == {"Counter"} and set(sample.orchestrators) == {"orchestrator"}
+    assert "Counter" in sample.function_names
+
+
+def test_an_entity_trigger_with_another_binding_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "function_app.py").write_text(
+        textwrap.dedent(
+            """
+            import azure.durable_functions as df
+            app = df.DFApp()
+
+            @app.blob_input(arg_name="blob", path="c/b", connection="AzureWebJobsStorage")
+            @app.entity_trigger(context_name="context")
+            def counter(context, blob):
+                context.set_state(1)
+            """
+        )
+    )
+    with pytest.raises(AppLoadError, match=r"'counter'.*'blob'.*blob"):
+        load_app(tmp_path)
 
 
 def test_unsupported_binding_is_refused_naming_function_and_binding(tmp_path: Path) -> None:
@@ -73,6 +96,8 @@ def test_host_json_settings() -> None:
     assert settings.partition_count == 2
     assert settings.max_queue_polling_interval == 1.0
     assert load_host_json(APPS / "blueprint").route_prefix == "v1"
+    entities = load_host_json(APPS / "entities")
+    assert (entities.max_entity_operation_batch_size, entities.entity_message_reorder_window_minutes) == (2, 30)
 
 
 def test_host_json_defaults_and_errors(tmp_path: Path) -> None:

@@ -193,14 +193,24 @@ def test_suspend_holds_progress_until_resume() -> None:
     assert result.status is RuntimeStatus.COMPLETED and json.loads(result.output or "") == 6
 
 
-@pytest.mark.parametrize(("orchestrator", "needle"), [(o.uses_entity, "entities"), (o.uses_http, "CallHttp")])
-def test_entities_and_http_fail_clearly(orchestrator: o.Orch, needle: str) -> None:
-    driver = Driver({"unsupported": o.handle(orchestrator)})
+def test_durable_http_fails_clearly() -> None:
+    driver = Driver({"unsupported": o.handle(o.uses_http)})
     driver.start("unsupported", "u1")
     result = driver.episode("u1")
     assert result.status is RuntimeStatus.FAILED
     assert result.failure is not None
-    assert needle in result.failure.message and "not supported by durable_local" in result.failure.message
+    assert "CallHttp" in result.failure.message and "not supported by durable_local" in result.failure.message
+
+
+def test_calling_an_unknown_entity_fails_like_the_extension() -> None:
+    # ThrowIfFunctionDoesNotExist: the app has no entity function named "counter".
+    driver = Driver({"calls_entity": o.handle(o.uses_entity)})
+    driver.start("calls_entity", "u2")
+    result = driver.episode("u2")
+    assert result.status is RuntimeStatus.FAILED
+    assert result.failure is not None
+    assert "The function 'counter' doesn't exist, is disabled, or is not an entity function" in result.failure.message
+    assert result.orchestrator_messages == []  # nothing was sent to the entity
 
 
 def test_unknown_activity_fails_like_the_extension() -> None:

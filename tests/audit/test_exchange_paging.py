@@ -1,0 +1,210 @@
+"""Exchange adapter against an InvokeCommand that pages its answers the way public clients say it does.
+
+The scripted API below models ``Search-UnifiedAuditLog -SessionCommand ReturnLargeSet`` over HTTP: every cmdlet call
+takes the session's next block of ``ResultSize`` rows, and the service hands that block out in HTTP pages of its own
+size with an ``@odata.nextLink`` that the client POSTs again with the same body (what CIPP's ``New-ExoRequest.ps1``
+and GreyCorbel's ExoHelper do). Page tokens are stateless, so a page can be read again; a block's first call is not.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from shared.audit.config import AuditApiConfig
+from shared.audit.exchange import ExchangeAuditClient
+from shared.audit.ports import AuditFilters, TimeWindow
+from shared.errors import ConfigError, PermanentApiError
+from shared.records import Deduplicator
+from tests.audit.scripted_server import FakeTokens, Recorded, Reply, scripted_server
+
+WINDOW = TimeWindow(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 1, 2, tzinfo=UTC))
+DOMAIN = "contoso.onmicrosoft.com"
+ANCHOR = "APP:SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}@contoso.onmicrosoft.com"
+
+
+def _row(index: int, count: int) -> dict[str, Any]:
+    audit = {"Id": f"rec-{index:06d}", "CreationTime": "2024-03-01T00:10:00", "Operation": "Send", "Workload": "x"}
+    return {"RecordType": "ExchangeItem", "AuditData": json.dumps(audit), "ResultIndex": index, "ResultCount": count}
+
+
+@dataclass
+class PagedInvokeCommand:
+    """A paging InvokeCommand: ``page_size`` picks each HTTP page's size from (session id, first index)."""
+
+    count: int
+    page_size: Callable[[str, int], int]
+    base: list[str] = field(default_factory=list)
+    progress: dict[str, int] = field(default_factory=dict)
+    """Rows each SessionId has handed out (its blocks so far)."""
+    lose_block: tuple[int, int] | None = None
+    """(session number, block number): that block's first response is lost (the session advanced, the answer 503)."""
+    fail_first_continuation: bool = False
+    """The first nextLink read answers 503 (nothing advanced: page tokens are stateless)."""
+    failed_tokens: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    blocks: dict[str, int] = field(default_factory=dict)
+    served_tokens: list[str] = field(default_factory=list)
+
+    def handle(self, request: Recorded) -> Reply:
+        assert request.method == "POST", "InvokeCommand takes POST only, nextLink pages too"
+        params = request.body["CmdletInput"]["Parameters"]
+        session = params["SessionId"]
+        query = parse_qs(urlsplit(request.path).query)
+        if "$skiptoken" in query:
+            token = query["$skiptoken"][0]
+            if self.fail_first_continuation and not self.failed_tokens:
+                self.failed_tokens.append(token)
+                return Reply(503, {"error": {"code": "ServiceUnavailable", "message": "try later"}})
+            self.served_tokens.append(token)
+            token_session, start, last = token.split(".")
+            assert token_session == session, "a nextLink is POSTed with the body of the call it continues"
+            return self._page(session, int(start), int(last))
+        if session not in self.sessions:
+            self.sessions.append(session)
+        done = self.progress.get(session, 0)
+        size = int(params["ResultSize"])
+        block_last = min(done + size, self.count)
+        self.progress[session] = block_last
+        self.blocks[session] = self.blocks.get(session, 0) + 1
+        if self.lose_block == (self.sessions.index(session) + 1, self.blocks[session]):
+            return Reply(503, {"error": {"code": "ServiceUnavailable", "message": "The service is unavailable."}})
+        if done >= self.count:
+            return Reply(200, {"value": []})
+        return self._page(session, done + 1, block_last)
+
+    def _page(self, session: str, start: int, last: int) -> Reply:
+        size = max(1, self.page_size(session, start))
+        end = min(start + size - 1, last)
+        body: dict[str, Any] = {"value": [_row(i, self.count) for i in range(start, end + 1)]}
+        if end < last:
+            body["@odata.nextLink"] = (
+                f"{self.base[0]}/adminapi/beta/{DOMAIN}/InvokeCommand?$skiptoken={session}.{end + 1}.{last}"
+            )
+        return Reply(200, body)
+
+
+def client_for(base_url: str, **kwargs: Any) -> ExchangeAuditClient:
+    config = AuditApiConfig(tenant_id=DOMAIN, client_id="app", client_secret="s", exchange_base_url=base_url)
+    return ExchangeAuditClient(config, tokens=FakeTokens(), sleep=lambda _: None, **kwargs)
+
+
+def collect_ids(client: ExchangeAuditClient, **kwargs: Any) -> tuple[list[str], int]:
+    """Ids as a consumer that de-duplicates by id (the chunk writer) keeps them, and how many repeats it dropped."""
+    dedupe = Deduplicator()
+    ids: list[str] = []
+    for page in client.iter_record_pages(WINDOW, AuditFilters(), **kwargs):
+        unique, _ = dedupe.filter(page.records)
+        ids += [r["id"] for r in unique]
+    return ids, dedupe.duplicates_removed
+
+
+def expected(count: int) -> list[str]:
+    return [f"rec-{i:06d}" for i in range(1, count + 1)]
+
+
+@pytest.mark.parametrize(
+    ("name", "page_size"),
+    [
+        ("1000 per page", lambda _s, _i: 1000),
+        ("5000 per page", lambda _s, _i: 5000),
+        (
+            "a seeded mix",
+            lambda s, i: random.Random(f"{s}:{i}").choice([1000, 5000, random.Random(i).randint(1, 5000)]),
+        ),
+    ],
+)
+def test_a_window_is_exact_whatever_page_size_the_service_picks(name: str, page_size: Any) -> None:
+    api = PagedInvokeCommand(count=12_345, page_size=page_size)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        ids, repeats = collect_ids(client_for(srv.base_url))
+    assert ids == expected(12_345), name
+    assert repeats == 0
+    session_calls = [r for r in srv.requests[1:] if "$skiptoken" not in r.path]
+    assert [r.body["CmdletInput"]["Parameters"]["ResultSize"] for r in session_calls] == [5000] * 3
+
+
+def test_requests_ask_for_1000_rows_and_route_with_the_app_only_anchor() -> None:
+    api = PagedInvokeCommand(count=2_500, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        ids, _ = collect_ids(client_for(srv.base_url))
+    assert len(ids) == 2_500
+    for request in srv.requests:
+        assert request.headers["Prefer"] == "odata.maxpagesize=1000"
+        assert request.headers["X-AnchorMailbox"] == ANCHOR
+    next_pages = [r for r in srv.requests if "$skiptoken" in r.path]
+    assert len(next_pages) == 2  # 2,500 rows of one block: 1,000 + 1,000 + 500
+    assert all(r.body == srv.requests[1].body for r in next_pages)  # the same body, re-sent
+
+
+def test_a_next_link_to_another_host_is_refused_before_any_request_goes_there() -> None:
+    api = PagedInvokeCommand(count=2_500, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append("https://evil.example.com")
+        pages = client_for(srv.base_url).iter_record_pages(WINDOW, AuditFilters())
+        assert len(next(pages).records) == 1000
+        with pytest.raises(PermanentApiError, match="outside"):
+            next(pages)
+
+
+def test_a_failed_next_link_page_is_read_again_without_duplicates_or_gaps() -> None:
+    api = PagedInvokeCommand(count=4_200, page_size=lambda _s, _i: 1000, fail_first_continuation=True)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        ids, repeats = collect_ids(client_for(srv.base_url))
+    assert ids == expected(4_200) and repeats == 0
+    assert len(api.sessions) == 2  # the probe and one collecting session: the failed page did not restart it
+    failed = api.failed_tokens[0]
+    assert api.served_tokens.count(failed) == 1  # the same page read again once, after the 503
+
+
+def test_a_lost_block_response_restarts_the_session_instead_of_skipping_a_block() -> None:
+    # Block 2 of the collecting session (session 2: session 1 is the count probe) advances, then its answer is lost.
+    # Sending that call again would hand out block 3; the adapter starts a fresh session instead, and the repeats of
+    # block 1 are removed by id downstream.
+    api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000, lose_block=(2, 2))
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        ids, repeats = collect_ids(client_for(srv.base_url))
+    assert ids == expected(12_000)
+    assert repeats == 5000  # the first session's block 1, delivered again by the restarted session
+    assert len(api.sessions) == 3  # probe, the session that lost block 2, its replacement
+
+
+def test_high_completeness_is_passed_as_the_cmdlet_switch() -> None:
+    api = PagedInvokeCommand(count=10, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        client = client_for(srv.base_url)
+        assert client.count(WINDOW, AuditFilters(), high_completeness=True) == 10
+        ids, _ = collect_ids(client, high_completeness=True)
+        plain, _ = collect_ids(client)
+    assert len(ids) == 10 and len(plain) == 10
+    flags = [r.body["CmdletInput"]["Parameters"].get("HighCompleteness") for r in srv.requests]
+    assert flags[:3] == [True, True, True] and set(flags[3:]) == {None}
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_a_missing_invoke_command_endpoint_names_the_setting_and_dooms(status: int) -> None:
+    body = {"Message": "No HTTP resource was found that matches the request URI."}
+    with scripted_server(lambda _: Reply(status, body)) as srv, pytest.raises(ConfigError) as info:
+        client_for(srv.base_url).count(WINDOW, AuditFilters())
+    assert info.value.dooms_collection and "AUDIT_EXCHANGE_BASE_URL" in str(info.value)
+    assert "/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand" in str(info.value)
+
+
+@pytest.mark.parametrize("tenant", ["72f988bf-86f1-41af-91ab-2d7cd011db47", "contoso.com"])
+def test_a_tenant_without_its_initial_domain_cannot_be_routed(tenant: str) -> None:
+    config = AuditApiConfig(tenant_id=tenant, client_id="app", client_secret="s")
+    with pytest.raises(ConfigError) as info:
+        ExchangeAuditClient(config, tokens=FakeTokens())
+    assert info.value.setting == "tenant_id" and "onmicrosoft.com" in str(info.value)
