@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared import names
+from shared import names, progress_grid
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary, JsonDict
 from shared.planning import ChunkPlan
 from shared.window_state import (
@@ -94,6 +94,7 @@ class CollectionWindow:
         self.state = carried or Carried()
         self.lanes: dict[int, Lane] = {}
         self.started_this_execution = 0
+        self.grid = progress_grid.GridPublisher(spec)
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -232,6 +233,8 @@ class CollectionWindow:
             self.state.completed += 1
             self.state.records += value.records
             self.state.incomplete += int(value.incomplete)
+            if value.incomplete:
+                self.state.incomplete_windows.append(lane.chunk)
         elif kind == "failed":
             assert isinstance(value, Failure)
             self.state.failed += 1
@@ -290,6 +293,7 @@ class CollectionWindow:
             "windowsInFlight": [lane.chunk.label() for lane in self.lanes.values()],
             "execution": self.state.execution,
             "stopping": self.state.doomed.message if self.state.doomed else None,
+            "grid": self.grid.publish(self.state, self.lanes.values()),
             "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
         }
 
@@ -304,6 +308,7 @@ class CollectionWindow:
         del summary["inFlight"], summary["windowsInFlight"], summary["stopping"]
         return {
             **summary,
+            "grid": self.grid.publish(self.state, (), bounded=False),
             "status": status,
             "reason": self.state.doomed.to_json() if self.state.doomed else None,
             "failures": [f.to_json() for f in self.state.failures],

@@ -106,6 +106,8 @@ class Carried:
     splits: int = 0
     incomplete: int = 0
     failures: list[Failure] = field(default_factory=list)
+    incomplete_windows: list[Chunk] = field(default_factory=list)
+    """Windows collected only as far as the source allowed (for the live page's grid and the output)."""
     doomed: ActivityError | None = None
     execution: int = 1
     next_lane: int = 0
@@ -122,6 +124,7 @@ class Carried:
             "splits": self.splits,
             "incomplete": self.incomplete,
             "failures": [f.to_json() for f in self.failures],
+            "incompleteWindows": [c.to_json() for c in self.incomplete_windows],
             "doomed": self.doomed.to_json() if self.doomed else None,
             "execution": self.execution,
             "nextLane": self.next_lane,
@@ -142,6 +145,7 @@ class Carried:
             splits=int(data["splits"]),
             incomplete=int(data.get("incomplete", 0)),
             failures=[Failure.from_json(f) for f in data.get("failures", [])],
+            incomplete_windows=[Chunk.from_json(c) for c in data.get("incompleteWindows", [])],
             doomed=ActivityError.from_json(doomed) if doomed else None,
             execution=int(data.get("execution", 1)),
             next_lane=int(data.get("nextLane", 0)),

@@ -143,9 +143,11 @@ class ExchangeAuditClient:
         session_cap: int = SESSION_CAP,
         result_size: int = RESULT_SIZE,
         session_restarts: int = SESSION_RESTARTS,
+        anchor: str | None = None,
     ) -> None:
         self._config = config
-        self._anchor = anchor_mailbox(config.tenant_id)
+        # ``anchor`` replaces the routing hint only for a preflight that asks which forms the service accepts.
+        self._anchor = anchor if anchor is not None else anchor_mailbox(config.tenant_id)
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),

@@ -30,6 +30,11 @@ CASES = [
         ["collector_throughput.py", "--chunks", "3", "--ks", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
         "speed-up",
     ),
+    (["live_page.py", "--cells", "200", "400", "--steps", "3", "--chunks", "4", "--repeat", "40"], "per refresh, 400"),
+    (
+        ["tenant_budget.py", "--chunks", "2", "--collections", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
+        "vs alone",
+    ),
 ]
 
 
