@@ -11,6 +11,9 @@ from activities.exchange import bp as exchange_activities
 from activities.finalize import bp as finalize_activity
 from activities.graph import bp as graph_activities
 from http_api.collections import bp as collections_api
+from http_api.doctor import bp as doctor_api
+from http_api.view import bp as view_pages
+from orchestrators.budget_entity import bp as budget_entity
 from orchestrators.collect import bp as collect_orchestrator
 from shared import sdk_timestamps
 
@@ -18,5 +21,14 @@ sdk_timestamps.install_from_env(os.environ)
 
 app = df.DFApp(http_auth_level=func.AuthLevel.FUNCTION)
 
-for blueprint in (collections_api, collect_orchestrator, graph_activities, exchange_activities, finalize_activity):
+for blueprint in (
+    view_pages,
+    collections_api,
+    collect_orchestrator,
+    budget_entity,
+    graph_activities,
+    exchange_activities,
+    finalize_activity,
+    doctor_api,
+):
     app.register_functions(blueprint)

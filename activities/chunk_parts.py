@@ -1,6 +1,6 @@
 """A chunk object written in parts by several activities (Exchange: one part per InvokeCommand call).
 
-Each part goes through the same record rules as a whole chunk (``activities.chunk_writer.page_lines``: trimmed to the
+Each part goes through the same record rules as a whole chunk (``activities.chunk_writer.ChunkRecords``: trimmed to the
 window, repeats removed, malformed records quarantined once, in their own window) and the commit joins the parts,
 in the order the lane lists them, into the chunk's object. Exactly-once output under at-least-once activities:
 
@@ -26,12 +26,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Container, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from activities.chunk_writer import _Counts, _dumps, _quarantine_line, page_lines
+from activities.chunk_writer import ChunkRecords, _dumps, _quarantine_line
 from shared import names
-from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
+from shared.audit.ports import MalformedRecord, RecordPage
 from shared.errors import SinkError
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
-from shared.records import Quarantine
+from shared.records import Deduplicator, Quarantine
 from shared.sinks.base import ChunkSink, write_bytes
 
 logger = logging.getLogger(__name__)
@@ -119,26 +119,18 @@ class PartRecord:
         )
 
 
-class _AfterParts:
-    """Removes records already in earlier parts or earlier in this part; collects this part's ids."""
+class _AfterParts(Deduplicator):
+    """This part's ids, with every id of the parts before it counted as already seen."""
 
     def __init__(self, prior: Container[str]) -> None:
+        super().__init__()
         self._prior = prior
-        self.ids: set[str] = set()
-        self.duplicates_removed = 0
 
-    def filter(self, records: Iterable[AuditRecord]) -> tuple[list[AuditRecord], int]:
-        kept: list[AuditRecord] = []
-        removed = 0
-        for record in records:
-            record_id = str(record["id"])
-            if record_id in self.ids or record_id in self._prior:
-                removed += 1
-                continue
-            self.ids.add(record_id)
-            kept.append(record)
-        self.duplicates_removed += removed
-        return kept, removed
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._prior or super().__contains__(record_id)
+
+    def add(self, record_id: str) -> bool:
+        return record_id not in self._prior and super().add(record_id)
 
 
 class _IdCache:
@@ -215,23 +207,23 @@ class ChunkParts:
         Nothing is staged unless every page arrived: a source that fails part-way leaves no part.
         """
         prior = self.ids_before(before)
-        dedupe = _AfterParts(prior)
-        counts = _Counts(self.chunk)
-        window = self.chunk.window()
-        data = b"".join(page_lines(page, window, dedupe, counts) for page in pages)
-        kept = counts.quarantine.settle(())  # settled against the good records at the commit, over every part
+        seen = _AfterParts(prior)
+        rules = ChunkRecords(self.chunk.window(), seen)
+        data = b"".join(rules.page_lines(page) for page in pages)
+        kept = rules.quarantine.settle(())  # settled against the good records at the commit, over every part
+        ids = set(seen)
         record = PartRecord(
             key=key,
-            records=counts.records,
-            trimmed=counts.trimmed + counts.quarantine.trimmed,
-            duplicates=dedupe.duplicates_removed + counts.quarantine.duplicates,
-            ids=dedupe.ids,
+            records=rules.records,
+            trimmed=rules.trimmed + rules.quarantine.trimmed,
+            duplicates=rules.duplicates,
+            ids=ids,
             malformed=kept,
             outcome=outcome(),
         )
         self.sink.stage_part(self.name, key, data)
         write_bytes(self.sink, self._record_name(key), _dumps(record.to_json()))  # last: the part is complete
-        ID_CACHE.put(self.name, [*before, key], prior | dedupe.ids)
+        ID_CACHE.put(self.name, [*before, key], prior | ids)
         return record
 
     def committed(self, keys: Sequence[str]) -> ChunkSummary | None:

@@ -5,88 +5,144 @@ each attempt replaces the whole object, and trimming plus de-duplication make th
 source's boundary bleed and repeated records. Malformed records follow the same window and de-duplication rules
 (``shared.records.Quarantine``) into the quarantine object. The summary sidecar is written last, so its presence
 means the chunk object beside it is complete.
+
+Each record is decoded once (``shared.json_codec``, in the adapter), its time parsed once (by the normaliser, carried
+in ``RecordPage.times``) and written once (one ``dump_lines`` call per page). The next page is fetched while this one
+is processed (``shared.prefetch``, one page ahead). A record that cannot be written as UTF-8 JSON (a lone surrogate)
+is quarantined as unusable instead of failing the chunk.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
-from typing import Protocol
+from collections.abc import Callable, Generator, Iterable
+from datetime import datetime
 
 from shared import names
+from shared.audit.normalise import raw_text
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWindow
+from shared.json_codec import JsonEncodeError, dump_line, dump_lines
 from shared.models import Chunk, ChunkSummary
+from shared.prefetch import prefetched
 from shared.records import Deduplicator, Quarantine, format_timestamp, parse_record_time
 from shared.sinks.base import ChunkSink, write_bytes
+
+_MAX_RAW = 64_000
 
 
 def _dumps(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True).encode()
 
 
-class _Counts:
-    def __init__(self, chunk: Chunk) -> None:
-        self.records = 0
-        self.trimmed = 0
-        self.duplicates = 0
-        self.quarantine = Quarantine(chunk.window())
-        self.malformed: list[MalformedRecord] = []
-
-
-def _unusable(record: AuditRecord, exc: Exception) -> MalformedRecord:
+def _unusable(record: AuditRecord, exc: Exception, created: datetime | None = None) -> MalformedRecord:
     """A record the adapter passed but this writer cannot use, with whatever id and time it still has."""
     record_id = record.get("id") if isinstance(record, dict) else None
+    if created is None:
+        try:
+            created = parse_record_time(record) if isinstance(record, dict) else None
+        except ValueError:
+            created = None
     try:
-        created = parse_record_time(record) if isinstance(record, dict) else None
-    except ValueError:
-        created = None
+        text = dump_line(record)[:-1].decode()[:_MAX_RAW]
+    except JsonEncodeError:
+        text = raw_text(record)
     return MalformedRecord(
-        _dumps(record).decode()[:64_000],
+        text,
         f"unusable record: {exc}",
         record_id if isinstance(record_id, str) and record_id.strip() else None,
         created,
     )
 
 
-class Filter(Protocol):
-    """What removes repeated records (``shared.records.Deduplicator``, or one that also knows earlier parts)."""
+class ChunkRecords:
+    """The record rules of one chunk object, page by page: trim to the window, drop repeated ids, quarantine the rest.
 
-    duplicates_removed: int
+    ``page_lines`` turns each page into the JSONL bytes of its new records; ``settle`` (once, after the last page)
+    gives the quarantine. A writer that produces one object in several parts passes each part the ``seen`` ids of the
+    parts before it; the counts here are this instance's own.
+    """
 
-    def filter(self, records: Iterable[AuditRecord]) -> tuple[list[AuditRecord], int]: ...
+    def __init__(self, window: TimeWindow, seen: Deduplicator | None = None) -> None:
+        self.window = window
+        self.seen = seen if seen is not None else Deduplicator()
+        self.quarantine = Quarantine(window)
+        self.records = 0
+        self.trimmed = 0
+        self._duplicates_before = self.seen.duplicates_removed
+        self.malformed: list[MalformedRecord] = []
 
+    @property
+    def duplicates(self) -> int:
+        return self.seen.duplicates_removed - self._duplicates_before + self.quarantine.duplicates
 
-def page_lines(page: RecordPage, window: TimeWindow, dedupe: Filter, counts: _Counts) -> bytes:
-    """One page as JSONL: malformed and unusable records to the quarantine, bleed trimmed, repeats removed."""
-    for broken in page.malformed:
-        counts.quarantine.add(broken)
-    kept: list[AuditRecord] = []
-    for record in page.records:
+    def page_lines(self, page: RecordPage) -> bytes:
+        """The JSONL bytes of the page's records that are inside the window and not seen before."""
+        for broken in page.malformed:
+            self.quarantine.add(broken)
+        records = page.records
+        times = page.times if page.times is not None and len(page.times) == len(records) else None
+        start, end = self.window.start, self.window.end
+        inside: list[tuple[AuditRecord, str, datetime]] = []
+        for index, record in enumerate(records):
+            try:
+                moment = times[index] if times is not None else parse_record_time(record)
+                record_id = str(record["id"])
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                self.quarantine.add(_unusable(record, exc))
+                continue
+            if start <= moment < end:
+                inside.append((record, record_id, moment))
+            else:
+                self.trimmed += 1
+        add = self.seen.add
+        fresh = [record for record, record_id, _ in inside if add(record_id)]
+        self.seen.duplicates_removed += len(inside) - len(fresh)
+        if not fresh:
+            return b""
         try:
-            moment = parse_record_time(record)
-            str(record["id"])
-        except (KeyError, TypeError, ValueError) as exc:
-            counts.quarantine.add(_unusable(record, exc))
-            continue
-        if window.contains(moment):
-            kept.append(record)
-        else:
-            counts.trimmed += 1
-    unique, _ = dedupe.filter(kept)
-    counts.records += len(unique)
-    return b"".join(_dumps(record) + b"\n" for record in unique)
+            data = dump_lines(fresh)
+        except JsonEncodeError:
+            return self._one_by_one(inside, fresh)
+        self.records += len(fresh)
+        return data
 
+    def _one_by_one(self, inside: list[tuple[AuditRecord, str, datetime]], fresh: list[AuditRecord]) -> bytes:
+        """A page with a record that cannot be written: undo the page's de-duplication, then redo it record by record
+        so the unwritable record is quarantined and a good copy of its id later in the page is still written."""
+        for record in fresh:
+            self.seen.discard(str(record["id"]))
+        self.seen.duplicates_removed -= len(inside) - len(fresh)
+        lines: list[bytes] = []
+        for record, record_id, moment in inside:
+            if record_id in self.seen:
+                self.seen.duplicates_removed += 1
+                continue
+            try:
+                line = dump_line(record)
+            except JsonEncodeError as exc:
+                self.quarantine.add(_unusable(record, exc, moment))
+                continue
+            self.seen.add(record_id)
+            lines.append(line)
+        self.records += len(lines)
+        return b"".join(lines)
 
-def _jsonl(pages: Iterable[RecordPage], chunk: Chunk, counts: _Counts) -> Iterator[bytes]:
-    dedupe = Deduplicator()
-    window = chunk.window()
-    for page in pages:
-        lines = page_lines(page, window, dedupe, counts)
-        if lines:
-            yield lines
-    counts.malformed = counts.quarantine.settle(dedupe)
-    counts.trimmed += counts.quarantine.trimmed
-    counts.duplicates = dedupe.duplicates_removed + counts.quarantine.duplicates
+    def lines(self, pages: Iterable[RecordPage]) -> Generator[bytes, None, None]:
+        """``page_lines`` of every page, the next page fetched while this one is processed."""
+        fetched = prefetched(pages, name="chunk-pages")
+        try:
+            for page in fetched:
+                data = self.page_lines(page)
+                if data:
+                    yield data
+        finally:
+            fetched.close()  # stops and joins the fetching thread when the sink stops reading early
+
+    def settle(self) -> list[MalformedRecord]:
+        """The quarantine, once every good record of the chunk is known; call it once, after the last page."""
+        self.malformed = self.quarantine.settle(self.seen)
+        self.trimmed += self.quarantine.trimmed
+        return self.malformed
 
 
 def _quarantine_line(record: MalformedRecord) -> bytes:
@@ -106,19 +162,24 @@ def write_chunk(
 ) -> ChunkSummary:
     """Write the chunk object (+ quarantine when needed, + summary sidecar); returns the summary."""
     name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
-    counts = _Counts(chunk)
-    stored = sink.write_stream(name, _jsonl(pages, chunk, counts))
+    records = ChunkRecords(chunk.window())
+    lines = records.lines(pages)
+    try:
+        stored = sink.write_stream(name, lines)
+    finally:
+        lines.close()
+    malformed = records.settle()
     quarantine = None
-    if counts.malformed:
+    if malformed:
         quarantine = names.quarantine_object_name(name)
-        write_bytes(sink, quarantine, b"".join(_quarantine_line(m) + b"\n" for m in counts.malformed))
+        write_bytes(sink, quarantine, b"".join(_quarantine_line(m) + b"\n" for m in malformed))
     summary = ChunkSummary(
         chunk=chunk,
-        records=counts.records,
-        trimmed=counts.trimmed,
-        duplicates=counts.duplicates,
-        malformed=len(counts.malformed),
-        untimed=sum(1 for m in counts.malformed if m.created is None),
+        records=records.records,
+        trimmed=records.trimmed,
+        duplicates=records.duplicates,
+        malformed=len(malformed),
+        untimed=sum(1 for m in malformed if m.created is None),
         blob=stored.name,
         sha256=stored.sha256,
         bytes=stored.bytes,

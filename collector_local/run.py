@@ -3,7 +3,8 @@
 1. start ``m365_emulator`` (HTTPS on loopback) with a deterministic synthetic tenant and an app registration;
 2. point the collector's settings at it (``AUDIT_*``) and at a local output folder (``OUTPUT_FOLDER``);
 3. serve this repository's function app with ``durable_local.host.LocalHost`` (shim-faithful mode by default);
-4. ``POST /api/collections``, follow ``GET /api/collections/{id}`` with a progress line;
+4. ``POST /api/collections``, print the live page's URL (``--open`` opens it in the default browser), follow
+   ``GET /api/collections/{id}`` with a progress line;
 5. print a summary, where the output is, and whether the records written equal the emulator's ground truth.
 """
 
@@ -16,6 +17,7 @@ import secrets
 import sys
 import time
 import uuid
+import webbrowser
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +44,8 @@ class Options:
     mode: str
     store: str
     timeout: float
+    open_page: bool = False
+    keep_serving: bool = False
 
 
 def _utc(text: str) -> datetime:
@@ -55,6 +59,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         prog="python -m collector_local",
         description="Collect a synthetic tenant's Unified Audit Log on the local engine + emulator. "
         "Defaults reproduce the seed scenario: the last day in 240-minute chunks, at most 2 at once.",
+        epilog="To check the settings against a real tenant instead: python -m collector_local doctor --help",
     )
     parser.add_argument("--end", type=_utc, default=now, help="end of the range, ISO 8601 (default: now)")
     parser.add_argument("--start", type=_utc, default=None, help="start of the range (default: end - --days)")
@@ -67,6 +72,11 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--mode", choices=("shim", "ideal"), default="shim", help="engine scheduling mode")
     parser.add_argument("--store", default="memory", help="engine store: memory or a SQLite path")
     parser.add_argument("--timeout", type=float, default=600.0, help="give up after this many seconds")
+    parser.add_argument("--open", action="store_true", help="open the collection's live page in the default browser")
+    parser.add_argument(
+        "--keep-serving", action="store_true", help="after the collection ends, keep the local host (and the page) up "
+        "until Ctrl+C"
+    )  # fmt: skip
     args = parser.parse_args(argv)
     start = args.start or args.end - timedelta(days=args.days)
     return Options(
@@ -80,6 +90,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         mode=args.mode,
         store=args.store,
         timeout=args.timeout,
+        open_page=args.open,
+        keep_serving=args.keep_serving,
     )
 
 
@@ -135,6 +147,20 @@ def _follow(session: requests.Session, summary_url: str, timeout: float) -> dict
             return summary
         time.sleep(0.5)
     raise TimeoutError(f"the collection did not finish within {timeout:.0f}s; last status: {summary}")
+
+
+def _linger(options: Options, page: str) -> None:
+    """Keep the host up after the end: until Ctrl+C with ``--keep-serving``, or for one refresh of an opened page
+    (the page polls every 2 s and shows the final state once it has read it)."""
+    if options.keep_serving:
+        print(f"\nServing    {page} until Ctrl+C", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print()
+    elif options.open_page:
+        time.sleep(3.0)
 
 
 def _written_ids(folder: Path) -> list[str]:
@@ -197,8 +223,13 @@ def run(options: Options) -> int:
                 f"Started    collection {collection_id}: {accepted.get('chunks')} chunks; "
                 f"status {accepted.get('statusQueryGetUri')}"
             )
+            page = f"{accepted['summaryUri']}/view"
+            print(f"Live page  {page}", flush=True)
+            if options.open_page and not webbrowser.open(page):
+                print("           (no browser could be opened; open the URL yourself)")
             summary = _follow(session, accepted["summaryUri"], options.timeout)
             elapsed = time.monotonic() - started
+            _linger(options, page)
         truth = set(emu.ground_truth_ids(TENANT_ID, options.start, options.end))
     folder = options.output / TENANT_DOMAIN / collection_id
     written = _written_ids(folder)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api import service
+from http_api import service, view
 from shared import names
 from shared.errors import ConfigError
 from shared.settings import Settings
@@ -57,6 +57,9 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
 @bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
 async def collections_summary(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     collection_id = req.route_params.get("id", "")
+    if collection_id.lower() == view.LIST_SEGMENT:
+        # The Functions host may try this route before the literal collections/view one (see http_api/view.py).
+        return view.list_page()
     if not names.is_safe_id(collection_id):
         return _respond(
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
@@ -72,9 +75,5 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         return _respond(
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
-    try:
-        settings = _settings()
-    except ConfigError as exc:
-        return _config_error(exc)
-    result = await service.retry_failed(client, collection_id, settings, datetime.now(UTC), _new_id)
+    result = await service.retry_failed(client, collection_id, datetime.now(UTC))
     return _respond(req, client, result)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from http_api import live
 from shared import names
 from shared.models import JsonDict, iso
 from shared.planning import ChunkPlan
@@ -24,7 +25,7 @@ from shared.window_state import RunOptions
 
 logger = logging.getLogger(__name__)
 
-_ACTIVE = {"Running", "Pending", "ContinuedAsNew"}
+_ACTIVE = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
 
 
 class DurableClient(Protocol):
@@ -115,15 +116,28 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
 
 
 async def collection_summary(client: DurableClient, collection_id: str) -> ApiResponse:
-    """A friendly view over the Durable status: progress while running, totals and failures when done."""
-    status = await client.get_status(collection_id)
+    """A friendly view over the Durable status: progress while running, totals and failures when done, plus what the
+    live page shows (the collection's header from its input, and the chunk grid)."""
+    status = await client.get_status(collection_id, False, False, True)
     runtime = _runtime_status(status)
     if runtime is None:
         return _error(404, "id", "not_found", f"no collection {collection_id}")
-    progress = _json_field(getattr(status, "custom_status", None)) or {}
+    progress = _json_field(getattr(status, "custom_status", None))
+    progress = progress if isinstance(progress, dict) else {}
     output = _json_field(getattr(status, "output", None))
     output = output if isinstance(output, dict) else {}
     source = output or progress
+    payload = _json_field(getattr(status, "input_", None))
+    spec = live.spec_of(payload)
+    if output:
+        failures = [
+            live.with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],
+                           "reason": f["message"], "attempts": f.get("attempts")})
+            for f in output.get("failures", [])
+        ]  # fmt: skip
+    else:
+        failures = live.running_failures(progress.get("grid"))
+    reason = output.get("reason")
     body: JsonDict = {
         "collectionId": collection_id,
         "runtimeStatus": runtime,
@@ -136,38 +150,66 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "records": source.get("records", 0),
         "queries": source.get("queries"),
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
-        "failures": [
-            {"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"], "reason": f["message"]}
-            for f in output.get("failures", [])
-        ],
-        "reason": output.get("reason"),
+        "failures": failures,
+        "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,
+        "stopping": progress.get("stopping") if not output else None,
         "manifest": output.get("manifest"),
-        "parentCollectionId": output.get("parentCollectionId"),
+        "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,
+        "parentCollectionId": output.get("parentCollectionId") or (spec.parent_collection_id if spec else None),
+        "collection": live.header(payload, spec),
+        "grid": live.grid(spec, source.get("grid")),
         "createdTime": str(getattr(status, "created_time", "") or ""),
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }
     return ApiResponse(200, body)
 
 
-async def retry_failed(
-    client: DurableClient, collection_id: str, settings: Settings, now: datetime, new_id: Callable[[], str]
-) -> ApiResponse:
-    """Start a new collection over only the failed (and never started) windows of a finished one."""
+async def retry_failed(client: DurableClient, collection_id: str, now: datetime) -> ApiResponse:
+    """Retry what is still failed in the retry chain of a finished collection; idempotent.
+
+    Retries form a chain ``root -> root-retry-1 -> root-retry-2``, with deterministic ids. A call naming any finished
+    link follows the chain to its newest link: while that one runs, the answer is 200 with it (nothing started);
+    once it has finished, the next link is started over what the newest link still failed. Concurrent calls all
+    name the same next id, and the Durable start refuses all but one (host.json ``overridableExistingInstanceStates:
+    NonRunningStates``): the losers answer 200 with the winner. One window remains: a retry that *finishes* between
+    another call's check of its id and that call's start would be started again (same windows, same object names,
+    so the output stays exact; only the audit API work repeats). A retry keeps its parent's options.
+    """
     status = await client.get_status(collection_id, False, False, True)
     runtime = _runtime_status(status)
     if runtime is None:
         return _error(404, "id", "not_found", f"no collection {collection_id}")
     if runtime in _ACTIVE:
         return _error(409, "id", "still_running", f"collection {collection_id} is {runtime}; retry when it ends")
-    output = _json_field(getattr(status, "output", None))
     payload = _json_field(getattr(status, "input_", None))
-    if not isinstance(output, dict) or not isinstance(payload, dict) or "spec" not in payload:
+    if not isinstance(payload, dict) or "spec" not in payload:
         return _error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
-    parent = CollectionSpec.from_json(payload["spec"])
-    chunks = parent.retry_chunks(output)
+    root, generation = _lineage(collection_id, payload)
+    tip = _Link(collection_id, runtime, payload, _json_field(getattr(status, "output", None)))
+    while True:  # follow the chain to its newest link
+        next_id = names.retry_collection_id(root, generation + 1)
+        found = await client.get_status(next_id, False, False, True)
+        found_runtime = _runtime_status(found)
+        if found_runtime is None:
+            break
+        found_payload = _json_field(getattr(found, "input_", None))
+        if not isinstance(found_payload, dict) or (found_payload.get("request") or {}).get("retryOf") != tip.id:
+            return _error(409, "id", "chain_broken", f"{next_id} is not the retry of {tip.id}")
+        tip = _Link(next_id, found_runtime, found_payload, _json_field(getattr(found, "output", None)))
+        generation += 1
+    if tip.runtime in _ACTIVE:
+        return _existing_retry(tip)
+    parent = CollectionSpec.from_json(tip.payload["spec"])
+    if isinstance(tip.output, dict):
+        chunks = parent.retry_chunks(tip.output)
+    elif generation > 0:
+        chunks = list(parent.explicit)  # a retry that ended without a result (terminated): all of it again
+    else:
+        return _error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
     if not chunks:
-        return _error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks")
-    retry_id = f"{collection_id[:40]}-retry-{new_id()[:12]}"
+        detail = "" if tip.id == collection_id else f" (its latest retry {tip.id} collected everything)"
+        return _error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
+    retry_id = names.retry_collection_id(root, generation + 1)
     spec = CollectionSpec(
         collection_id=retry_id,
         tenant_id=parent.tenant_id,
@@ -175,9 +217,54 @@ async def retry_failed(
         filters=parent.filters,
         options=parent.options,
         explicit=tuple(chunks),
-        parent_collection_id=collection_id,
+        parent_collection_id=tip.id,
     )
-    request = {**(payload.get("request") or {}), "collectionId": retry_id, "retryOf": collection_id}
-    await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
-    body = {"collectionId": retry_id, "parentCollectionId": collection_id, "chunks": len(chunks), "existing": False}
+    request = {
+        **(tip.payload.get("request") or {}),
+        "collectionId": retry_id,
+        "retryOf": tip.id,
+        "retryRoot": root,
+        "retryGeneration": generation + 1,
+    }
+    try:
+        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
+    except Exception:
+        # A concurrent call started this retry between our look-up and our start: answer with it.
+        raced = await client.get_status(retry_id, False, False, True)
+        raced_payload = _json_field(getattr(raced, "input_", None))
+        if _runtime_status(raced) is None or not isinstance(raced_payload, dict):
+            raise
+        return _existing_retry(_Link(retry_id, _runtime_status(raced) or "", raced_payload, None))
+    logger.info("started retry %s of %s: %d chunks", retry_id, tip.id, len(chunks))
+    body = {"collectionId": retry_id, "parentCollectionId": tip.id, "chunks": len(chunks), "existing": False}
     return ApiResponse(202, body, retry_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Link:
+    """One collection of a retry chain as the status API shows it."""
+
+    id: str
+    runtime: str
+    payload: JsonDict
+    output: Any
+
+
+def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
+    """(root id, generation) of a collection: a retry carries both in its request; any other collection is a root."""
+    request = payload.get("request") or {}
+    root, generation = request.get("retryRoot"), request.get("retryGeneration")
+    if isinstance(root, str) and names.is_safe_id(root) and isinstance(generation, int) and generation >= 1:
+        return root, generation
+    return collection_id, 0
+
+
+def _existing_retry(link: _Link) -> ApiResponse:
+    spec = link.payload.get("spec") or {}
+    body = {
+        "collectionId": link.id,
+        "parentCollectionId": spec.get("parentCollectionId"),
+        "chunks": len(spec.get("explicit") or ()),
+        "existing": True,
+    }
+    return ApiResponse(200, body, link.id)

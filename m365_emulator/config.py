@@ -186,6 +186,9 @@ class FaultConfig:
     fail_query_windows: tuple[tuple[datetime, datetime], ...] = ()
     """Graph queries whose [filterStart, filterEnd) overlaps one of these windows end ``failed`` (a chunk that
     fails permanently while the others succeed); Exchange calls over such a window answer 400."""
+    fail_query_message: str = "The search could not be completed for this date range."
+    """The error message of that Exchange 400: service text reaches failure reasons, so tests can put markup in it
+    to check that pages show it as text."""
     create_then_5xx_count: int = 0
     """The next N Graph create calls create the query and then answer 503 (a lost response); counts down to 0."""
     deny_graph_methods: frozenset[str] = frozenset()

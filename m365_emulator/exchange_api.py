@@ -202,8 +202,7 @@ class ExchangeApi:
         except BadParametersError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
         if any(s < end and start < e for s, e in self.faults.config.fail_query_windows):
-            message = "The search could not be completed for this date range."
-            return api_error(400, "BadRequest", message, request=request)
+            return api_error(400, "BadRequest", self.faults.config.fail_query_message, request=request)
         if self.faults.config.slow_page_seconds > 0:
             time.sleep(self.faults.config.slow_page_seconds)
         if params.get("HighCompleteness"):
@@ -322,7 +321,7 @@ class ExchangeApi:
         return {
             "RunspaceId": runspace,
             "RecordType": record.template.exchange_type,
-            "CreationDate": record.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "CreationDate": record.created_text,
             "UserIds": record.user.upn,
             "Operations": record.template.operation,
             "AuditData": text,

@@ -15,6 +15,12 @@ from m365_emulator.wire import Reply, Request, api_error
 if TYPE_CHECKING:
     from m365_emulator.emulator import Emulator
 
+_orjson: Any
+try:  # serialising record pages is most of the emulator's work; orjson does it ~10x faster than json
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - requirements.txt installs it
+    _orjson = None
+
 logger = logging.getLogger(__name__)
 _JSON = "application/json; charset=utf-8"
 _ODATA = "application/json;odata.metadata=minimal;odata.streaming=true;IEEE754Compatible=false;charset=utf-8"
@@ -68,9 +74,7 @@ class _Handler(BaseHTTPRequestHandler):
             except Exception:
                 logger.exception("handler failed for %s %s", self.command, split.path)
                 reply, content_type = api_error(500, "InternalServerError", "The emulator failed."), _JSON
-            payload = (
-                reply.raw if reply.raw is not None else b"" if reply.body is None else json.dumps(reply.body).encode()
-            )
+            payload = reply.raw if reply.raw is not None else b"" if reply.body is None else encode_body(reply.body)
             self.send_response(reply.status)
             for name, value in reply.headers:
                 self.send_header(name, value)
@@ -83,6 +87,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     do_GET = do_POST = do_DELETE = do_PUT = do_PATCH = _serve  # noqa: N815 - names the base class looks up
+
+
+def encode_body(body: Any) -> bytes:
+    """A reply body as compact JSON in UTF-8 (as Graph and Exchange send it)."""
+    if _orjson is not None:
+        try:
+            return bytes(_orjson.dumps(body))
+        except TypeError:
+            pass  # a value orjson does not write (an integer beyond 64 bits): json writes it
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def route(emu: Emulator, request: Request) -> tuple[Reply, str]:

@@ -113,15 +113,25 @@ class SynthRecord:
     def created(self) -> datetime:
         return datetime.fromtimestamp(self.epoch, UTC)
 
-    def audit_text(self) -> str:
+    @functools.cached_property
+    def created_text(self) -> str:
+        """``created`` as the APIs write it (whole seconds, 'Z'); computed once per record."""
+        return self.created.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    @functools.cached_property
+    def _audit_json(self) -> str:
         return json.dumps(self.audit_data, separators=(",", ":"))
+
+    def audit_text(self) -> str:
+        """``AuditData`` as the JSON string Exchange rows carry (serialised once per record)."""
+        return self._audit_json
 
     def graph_record(self) -> dict[str, Any]:
         """The record as Graph ``/records`` returns it (auditData as an object)."""
         return {
             "@odata.type": "#microsoft.graph.security.auditLogRecord",
             "id": self.id,
-            "createdDateTime": self.created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "createdDateTime": self.created_text,
             "auditLogRecordType": self.template.graph_type,
             "operation": self.template.operation,
             "organizationId": self.audit_data["OrganizationId"],

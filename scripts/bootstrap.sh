@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh machine (Python 3.11+ and Node.js present, nothing else):
 #   .venv with requirements-dev.txt (which includes the app's requirements.txt),
-#   Azurite from npm into tools/azurite/node_modules.
+#   Azurite from npm into tools/azurite/node_modules,
+#   Debian's chromium + chromium-driver for the live-page browser tests (apt-get, as root or with passwordless sudo;
+#   never a browser download).
 # Re-running is cheap: it skips what is already installed and up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,5 +36,23 @@ if [ "${SKIP_AZURITE:-0}" != "1" ]; then
   if [ ! -x tools/azurite/node_modules/.bin/azurite-blob ]; then
     echo "bootstrap: installing Azurite into tools/azurite"
     (cd tools/azurite && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi
+
+if [ "${SKIP_CHROMIUM:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
+  if [ "$(id -u)" = "0" ]; then
+    apt_get="env DEBIAN_FRONTEND=noninteractive apt-get"
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    apt_get="sudo env DEBIAN_FRONTEND=noninteractive apt-get"
+  else
+    apt_get=""
+  fi
+  if [ -n "$apt_get" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "bootstrap: installing chromium and chromium-driver (Debian packages) for the browser tests"
+    $apt_get update -qq
+    $apt_get install -y -qq chromium chromium-driver >/dev/null
+  else
+    echo "bootstrap: the browser tests need Chromium; install it with:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y chromium chromium-driver" >&2
   fi
 fi

@@ -7,6 +7,7 @@ writes to exactly the same object (overwrite = exactly-once output) and no reque
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 
@@ -18,6 +19,7 @@ ACTIVITY_GRAPH_COLLECT = "graph_collect_activity"
 ACTIVITY_GRAPH_DELETE = "graph_delete_activity"
 ACTIVITY_EXCHANGE_COLLECT = "exchange_collect_activity"
 ACTIVITY_FINALIZE = "finalize_activity"
+ENTITY_BUDGET = "tenant_budget"
 HTTP_START = "collections_start"
 HTTP_SUMMARY = "collections_summary"
 HTTP_RETRY_FAILED = "collections_retry_failed"
@@ -33,7 +35,35 @@ def is_safe_id(value: str) -> bool:
     return bool(_SAFE_ID.fullmatch(value))
 
 
-def _tenant_component(tenant_id: str) -> str:
+_RETRY_SUFFIX = re.compile(r"-retry-[0-9]+$")
+_RETRY_ROOT_MAX = 48
+
+
+def retry_collection_id(root_id: str, generation: int) -> str:
+    """The id of retry number ``generation`` (1, 2, ...) in the chain that starts at collection ``root_id``.
+
+    Deterministic, so concurrent ``retry-failed`` calls all name the same instance and the Durable start refuses
+    every one but the first (``overridableExistingInstanceStates: NonRunningStates``). A long root id is shortened
+    with a hash of itself so the result stays a valid id (at most 64 characters).
+    """
+    if not is_safe_id(root_id) or generation < 1:
+        raise ValueError(f"no retry id for {root_id!r} generation {generation}")
+    root = root_id
+    if len(root) > _RETRY_ROOT_MAX:
+        root = f"{root[:39]}-{hashlib.sha256(root.encode()).hexdigest()[:8]}"
+    retry_id = f"{root}-retry-{generation}"
+    if not is_safe_id(retry_id):
+        raise ValueError(f"retry generation {generation} is too large")
+    return retry_id
+
+
+def is_retry_id(collection_id: str) -> bool:
+    """Ids ending in ``-retry-<n>`` are reserved for the retry chain (a request may not choose one)."""
+    return bool(_RETRY_SUFFIX.search(collection_id))
+
+
+def tenant_component(tenant_id: str) -> str:
+    """The tenant as names use it: lower case, ASCII only, a DNS name or GUID; ``ValueError`` otherwise."""
     # ASCII before case folding (U+212A KELVIN SIGN lowers to "k"), and no stripping: a tenant is used exactly as
     # validated or refused, never quietly turned into another one.
     tenant = tenant_id.lower() if tenant_id.isascii() else ""
@@ -56,7 +86,7 @@ def _stamp(moment: datetime) -> str:
 
 def collection_prefix(tenant_id: str, collection_id: str) -> str:
     """``<tenant>/<collection>/``: every object of one collection lives under it."""
-    return f"{_tenant_component(tenant_id)}/{_id_component(collection_id)}/"
+    return f"{tenant_component(tenant_id)}/{_id_component(collection_id)}/"
 
 
 def chunk_object_name(tenant_id: str, collection_id: str, start: datetime, end: datetime) -> str:

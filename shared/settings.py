@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from shared.budget_wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.models import SOURCES
 
@@ -95,6 +96,23 @@ class Settings:
     """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
     fast_sdk_timestamps: bool = True
     """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
+    budget_exchange: int = 3
+    """Tenant budget B for Exchange: concurrent Search-UnifiedAuditLog calls of all collections of one tenant.
+    Exchange Online's throttling policy allows 3 concurrent PowerShell connections per identity
+    (PowerShellMaxConcurrency), 9 per tenant; the collector uses one app identity. 0 = no budget."""
+    budget_graph: int = 10
+    """Tenant budget B for Graph: unfinished audit log queries of all collections of one tenant. Purview allows 10
+    concurrent audit search jobs per account; Graph's documented baseline is at least 50 queued or running queries
+    per tenant, shared with every other tool. 0 = no budget."""
+    budget_lease_seconds: float = 600.0
+    """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
+    budget_poll_seconds: float = 10.0
+    """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
+
+    def budget(self, source: str) -> BudgetOptions:
+        """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
+        capacity = self.budget_graph if source == "graph" else self.budget_exchange
+        return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
 
     @property
     def sink_kind(self) -> str:
@@ -169,6 +187,14 @@ class Settings:
             ),
             delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
+            budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
+            budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
+            budget_lease_seconds=reader.number(
+                "COLLECTOR_BUDGET_LEASE_SECONDS", d.budget_lease_seconds, float, 1, 86_400
+            ),
+            budget_poll_seconds=reader.number(
+                "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
+            ),
         )
         _check_consistency(settings)
         return settings
@@ -179,6 +205,8 @@ def _check_consistency(s: Settings) -> None:
         raise ConfigError("COLLECTOR_DEFAULT_CONCURRENCY", "must not exceed COLLECTOR_MAX_CONCURRENCY")
     if s.min_interval_minutes > s.max_interval_minutes:
         raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
+    if s.budget_poll_seconds >= s.budget_lease_seconds:
+        raise ConfigError("COLLECTOR_BUDGET_POLL_SECONDS", "must be shorter than COLLECTOR_BUDGET_LEASE_SECONDS")
     if s.output_connection_string and s.output_account_url:
         raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
 

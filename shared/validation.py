@@ -17,7 +17,7 @@ from shared.audit.config import is_initial_domain
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
-from shared.names import is_safe_id
+from shared.names import is_retry_id, is_safe_id
 from shared.planning import chunk_count, smallest_interval_minutes
 from shared.settings import Settings
 
@@ -178,6 +178,14 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "format",
             "collectionId must be 1-64 letters, digits, '-' or '_' starting with a letter or digit",
         )
+    if collection_id is not None and collection_id.lower() in RESERVED_IDS:
+        raise InvalidRequest(
+            "collectionId", "reserved", f"collectionId {collection_id!r} is a path of the API (the collections page)"
+        )
+    if collection_id is not None and is_retry_id(collection_id):
+        raise InvalidRequest(
+            "collectionId", "reserved", "collectionId may not end in -retry-<number>: retry-failed names its retries so"
+        )
     return CollectionRequest(
         tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness
     )
@@ -207,6 +215,11 @@ def _high_completeness(value: Any, source: str) -> bool:
             "highCompleteness", "exchange_only", "highCompleteness is an option of the exchange source only"
         )
     return value
+
+
+RESERVED_IDS = frozenset({"view"})
+"""Ids that are literal segments of the API's routes: ``GET /api/collections/view`` is the collections page, so a
+collection named ``view`` (routes are case-insensitive) could never show its summary."""
 
 
 def _invisible(text: str) -> str | None:
@@ -242,6 +255,11 @@ def _reject_invisible_characters(body: JsonDict) -> None:
             stack += [(field, item) for item in value]
         elif isinstance(value, dict):
             stack += [(field, item) for item in value.values()]
+
+
+def validate_tenant_id(value: Any) -> str:
+    """``tenantId`` checked by the same rules as in ``POST /api/collections`` (for other endpoints: the doctor)."""
+    return _tenant(value)
 
 
 def _tenant(value: Any) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared import chunk_rules, names
+from shared import chunk_rules, names, progress_grid
 from shared.collection_spec import CollectionSpec
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.window_state import (
@@ -56,6 +56,7 @@ class CollectionWindow:
         self._last_call_seconds: float | None = None
         """How long the most recent activity of any lane took (what a chunk started while switching may take)."""
         self._carried_lanes, self.state.lanes = self.state.lanes, []
+        self.grid = progress_grid.GridPublisher(spec)
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -250,7 +251,9 @@ class CollectionWindow:
             assert isinstance(value, dict)
             self.state.completed += 1
             self.state.records += int(value["records"])
-            self.state.incomplete += int(bool(value.get("incomplete", False)))
+            if value.get("incomplete", False):
+                self.state.incomplete += 1
+                self.state.incomplete_windows.append(lane.chunk)
         elif kind == "failed":
             assert isinstance(value, Failure)
             self.state.failed += 1
@@ -347,6 +350,7 @@ class CollectionWindow:
             "execution": self.state.execution,
             "stopping": self.state.doomed.message if self.state.doomed else None,
             "switching": self.switching,
+            "grid": self.grid.publish(self.state, self.lanes.values()),
             "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
         }
 
@@ -361,6 +365,7 @@ class CollectionWindow:
         del summary["inFlight"], summary["windowsInFlight"], summary["stopping"], summary["switching"]
         return {
             **summary,
+            "grid": self.grid.publish(self.state, (), bounded=False),
             "status": status,
             "reason": self.state.doomed.to_json() if self.state.doomed else None,
             "failures": [f.to_json() for f in self.state.failures],

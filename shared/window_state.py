@@ -69,7 +69,7 @@ class RunOptions:
         check comes a little before it, so a query like the others is found finished at the first or second check.
         """
         first = self.poll_interval_seconds if expected is None else POLL_LEAD * expected
-        return max(first, self.poll_min_interval_seconds)
+        return max(first, self._poll_floor())
 
     def next_poll(self, running: float) -> float:
         """Seconds until the next status check of a query that has run ``running`` seconds and is not finished.
@@ -77,8 +77,11 @@ class RunOptions:
         A query that finishes between two checks is noticed at most ``poll_fraction x`` its running time late (when
         the interval is within [min, max]): the checks adapt to how long the query has run.
         """
-        high = max(self.poll_max_interval_seconds, self.poll_min_interval_seconds)
-        return min(max(self.poll_fraction * running, self.poll_min_interval_seconds), high)
+        return min(max(self.poll_fraction * running, self._poll_floor()), self.poll_max_interval_seconds)
+
+    def _poll_floor(self) -> float:
+        """The shortest interval between checks: the minimum, unless the maximum is lower (a cap is a cap)."""
+        return min(self.poll_min_interval_seconds, self.poll_max_interval_seconds)
 
     def retry_delay(self, failed_attempts: int, retry_after: float | None) -> float:
         """Seconds before the next attempt: exponential from the base, capped, never below Retry-After."""
@@ -261,6 +264,8 @@ class Carried:
     splits: int = 0
     incomplete: int = 0
     failures: list[Failure] = field(default_factory=list)
+    incomplete_windows: list[Chunk] = field(default_factory=list)
+    """Windows collected only as far as the source allowed (for the live page's grid and the output)."""
     doomed: ActivityError | None = None
     execution: int = 1
     next_lane: int = 0
@@ -281,6 +286,7 @@ class Carried:
             "splits": self.splits,
             "incomplete": self.incomplete,
             "failures": [f.to_json() for f in self.failures],
+            "incompleteWindows": [c.to_json() for c in self.incomplete_windows],
             "doomed": self.doomed.to_json() if self.doomed else None,
             "execution": self.execution,
             "nextLane": self.next_lane,
@@ -303,6 +309,7 @@ class Carried:
             splits=int(data["splits"]),
             incomplete=int(data.get("incomplete", 0)),
             failures=[Failure.from_json(f) for f in data.get("failures", [])],
+            incomplete_windows=[Chunk.from_json(c) for c in data.get("incompleteWindows", [])],
             doomed=ActivityError.from_json(doomed) if doomed else None,
             execution=int(data.get("execution", 1)),
             next_lane=int(data.get("nextLane", 0)),

@@ -36,7 +36,7 @@ from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig, is_initial_domain
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor, int_field, is_empty_result
 from shared.audit.http import AmbiguousResponseError, ApiIdentity, http_client_for
-from shared.audit.normalise import normalise_exchange_row, page_of, pascal
+from shared.audit.normalise import exchange_item, page_of, pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
 from shared.errors import (
     ConfigError,
@@ -143,9 +143,11 @@ class ExchangeAuditClient:
         session_cap: int = SESSION_CAP,
         result_size: int = RESULT_SIZE,
         session_restarts: int = SESSION_RESTARTS,
+        anchor: str | None = None,
     ) -> None:
         self._config = config
-        self._anchor = anchor_mailbox(config.tenant_id)
+        # ``anchor`` replaces the routing hint only for a preflight that asks which forms the service accepts.
+        self._anchor = anchor if anchor is not None else anchor_mailbox(config.tenant_id)
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),
@@ -269,7 +271,7 @@ class ExchangeAuditClient:
                     cursor.limit = self.session_cap  # page as far as the cap allows; the caller reports the rest
             kept = cursor.within_limit(rows)
             cursor.accept(kept)
-            page = page_of(kept, normalise_exchange_row)
+            page = page_of(kept, exchange_item)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page
@@ -410,7 +412,7 @@ class ExchangeAuditClient:
                 cursor.accept(kept)
                 if first and cursor.result_count is not None and not up_to_cap:
                     self._check_cap(cursor.result_count, window, record_type)
-                page = page_of(kept, normalise_exchange_row)
+                page = page_of(kept, exchange_item)
                 if page.malformed:
                     logger.warning(
                         "session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed)

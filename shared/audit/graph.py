@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 from shared.audit.auth import GRAPH_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig
 from shared.audit.http import ApiIdentity, http_client_for
-from shared.audit.normalise import normalise_graph_record, page_of
+from shared.audit.normalise import graph_item, page_of
 from shared.audit.ports import AuditFilters, DeleteOutcome, QueryState, QueryStatus, RecordPage, TimeWindow
 from shared.errors import CollectorError, PermanentApiError, QueryFailedError
 from shared.records import format_timestamp
@@ -105,7 +105,7 @@ def parse_records_page(body: dict[str, Any]) -> tuple[RecordPage, str | None]:
     items = body.get("value")
     if not isinstance(items, list):
         raise PermanentApiError("Graph records page has no 'value' list")
-    page = page_of(items, normalise_graph_record)
+    page = page_of(items, graph_item)
     next_link = body.get("@odata.nextLink")
     return page, next_link if isinstance(next_link, str) and next_link else None
 
@@ -224,6 +224,7 @@ class GraphAuditClient:
             if body is None:
                 raise PermanentApiError(f"Graph returned an empty records response for query {query_id}")
             page, next_link = parse_records_page(body)
+            del body  # the raw items are copied into the page: do not keep them while the page is processed
             if page.malformed:
                 logger.warning("query %s: %d malformed record(s) quarantined", query_id, len(page.malformed))
             yield page

@@ -48,6 +48,7 @@ from shared.errors import (
     RoutingError,
     TransientApiError,
 )
+from shared.json_codec import loads as json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +109,21 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
+
+
+def json_body(response: requests.Response) -> Any:
+    """A 2xx body's JSON, decoded once from its bytes (``shared.json_codec``: orjson when it reads the same value).
+
+    A body that declares a charset other than UTF-8 (JSON between systems is UTF-8, RFC 8259 section 8.1) or no JSON
+    content type is decoded by ``requests`` as before.
+
+    Raises:
+        ValueError: the body is not JSON.
+    """
+    encoding = (response.encoding or "").lower().replace("_", "-")
+    if encoding not in ("utf-8", "utf8"):
+        return response.json()
+    return json_loads(response.content)
 
 
 def _error_body(response: requests.Response) -> ErrorBody:
@@ -289,7 +305,7 @@ class AuditHttpClient:
             if status == 204 or not response.content:
                 return None
             try:
-                body = response.json()
+                body = json_body(response)
             except ValueError:
                 # A truncated or garbled body is read again from the same link, unless reading it was the change.
                 call.ambiguous = True

@@ -2,6 +2,9 @@
 
 A record that cannot be trusted (no id, no time, ``auditData`` that does not parse) becomes a
 :class:`MalformedRecord` carrying the raw text and the reason; the rest of its page is kept.
+
+Each record's time is parsed once, here: the page carries the parsed moments beside the records
+(``RecordPage.times``) for the writer's trim. An ``auditData`` string is decoded once, by ``shared.json_codec``.
 """
 
 from __future__ import annotations
@@ -9,12 +12,36 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
-from shared.records import format_timestamp, parse_timestamp
+from shared.json_codec import JsonDecodeError
+from shared.json_codec import loads as json_loads
+from shared.records import canonical_time
+
+Normalised: TypeAlias = tuple[AuditRecord, datetime] | MalformedRecord
+"""A usable record with its parsed ``createdDateTime``, or a quarantine entry."""
 
 _MAX_RAW = 64_000  # keep quarantine entries bounded even if a record is huge
+
+_RECORD_PROPERTIES = frozenset(
+    {
+        "id",
+        "createdDateTime",
+        "auditLogRecordType",
+        "operation",
+        "organizationId",
+        "userType",
+        "userId",
+        "service",
+        "objectId",
+        "userPrincipalName",
+        "clientIp",
+        "administrativeUnits",
+        "auditData",
+    }
+)
+"""The properties of Graph's ``auditLogRecord``; any other key (``@odata.type`` above all) is looked at one by one."""
 
 # UAL AuditData.UserType (integer) -> Graph auditLogUserType (string).
 _USER_TYPES = {
@@ -30,13 +57,17 @@ _USER_TYPES = {
 }
 
 
-def _raw_text(raw: Any) -> str:
+def raw_text(raw: Any) -> str:
+    """Text for a quarantine entry: the raw value as JSON (ASCII, so any text survives), bounded in size."""
     if isinstance(raw, str):
         return raw[:_MAX_RAW]
     try:
         return json.dumps(raw, separators=(",", ":"), default=str)[:_MAX_RAW]
-    except (TypeError, ValueError):
-        return repr(raw)[:_MAX_RAW]
+    except (TypeError, ValueError, RecursionError):
+        try:
+            return repr(raw)[:_MAX_RAW]
+        except RecursionError:
+            return f"<{type(raw).__name__} nested too deeply to show>"
 
 
 def _camel(name: str) -> str:
@@ -49,11 +80,12 @@ def pascal(name: str) -> str:
     return name[:1].upper() + name[1:] if name else name
 
 
-def _normalised_time(value: Any) -> str | None:
+def _time(value: Any) -> tuple[str, datetime] | None:
+    """(canonical text, moment) of a timestamp value; None when it is not one."""
     if not isinstance(value, str) or not value.strip():
         return None
     try:
-        return format_timestamp(parse_timestamp(value))
+        return canonical_time(value)
     except ValueError:
         return None
 
@@ -63,19 +95,19 @@ def _readable_id(value: Any) -> str | None:
 
 
 def _readable_time(value: Any) -> datetime | None:
-    text = _normalised_time(value)
-    return parse_timestamp(text) if text is not None else None
+    found = _time(value)
+    return found[1] if found is not None else None
 
 
-def normalise_graph_record(raw: Any) -> AuditRecord | MalformedRecord:
+def graph_item(raw: Any) -> Normalised:
     """Validates one item of a Graph ``records`` page; parses a string ``auditData``; times become UTC 'Z'."""
     if not isinstance(raw, dict):
-        return MalformedRecord(raw=_raw_text(raw), reason="record is not a JSON object")
+        return MalformedRecord(raw=raw_text(raw), reason="record is not a JSON object")
     record_id = _readable_id(raw.get("id"))
-    created = _normalised_time(raw.get("createdDateTime"))
+    created = _time(raw.get("createdDateTime"))
 
     def malformed(reason: str) -> MalformedRecord:
-        return MalformedRecord(_raw_text(raw), reason, record_id, _readable_time(created))
+        return MalformedRecord(raw_text(raw), reason, record_id, created[1] if created is not None else None)
 
     if record_id is None:
         return malformed("record has no id")
@@ -84,35 +116,44 @@ def normalise_graph_record(raw: Any) -> AuditRecord | MalformedRecord:
     audit_data = raw.get("auditData")
     if isinstance(audit_data, str):
         try:
-            audit_data = json.loads(audit_data)
-        except json.JSONDecodeError as exc:
+            audit_data = json_loads(audit_data)
+        except JsonDecodeError as exc:
             return malformed(f"record {record_id} auditData is not JSON: {exc.msg}")
     if audit_data is not None and not isinstance(audit_data, dict):
         return malformed(f"record {record_id} auditData is not a JSON object")
-    record = {key: value for key, value in raw.items() if not key.startswith("@odata.")}
-    record["createdDateTime"] = created
+    record = dict(raw)
+    for key in record.keys() - _RECORD_PROPERTIES:  # a set difference in C: usually just {"@odata.type"}
+        if key.startswith("@odata."):
+            del record[key]
+    record["createdDateTime"] = created[0]
     record["auditData"] = audit_data if audit_data is not None else {}
-    return record
+    return record, created[1]
 
 
-def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
+def normalise_graph_record(raw: Any) -> AuditRecord | MalformedRecord:
+    """:func:`graph_item` without the parsed time."""
+    result = graph_item(raw)
+    return result[0] if isinstance(result, tuple) else result
+
+
+def exchange_item(row: Any) -> Normalised:
     """Maps a ``Search-UnifiedAuditLog`` row (``AuditData`` is a JSON string) to the Graph record shape."""
     if not isinstance(row, dict):
-        return MalformedRecord(raw=_raw_text(row), reason="row is not a JSON object")
+        return MalformedRecord(raw=raw_text(row), reason="row is not a JSON object")
 
     def malformed(reason: str, data: dict[str, Any] | None = None) -> MalformedRecord:
         # The row's own columns (Identity, CreationDate) survive a broken AuditData string.
         record_id = _readable_id((data or {}).get("Id")) or _readable_id(row.get("Identity"))
         created = _readable_time((data or {}).get("CreationTime")) or _readable_time(row.get("CreationDate"))
-        return MalformedRecord(_raw_text(row), reason, record_id, created)
+        return MalformedRecord(raw_text(row), reason, record_id, created)
 
     text = row.get("AuditData")
     if isinstance(text, dict):
         data: Any = text
     elif isinstance(text, str):
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
+            data = json_loads(text)
+        except JsonDecodeError as exc:
             return malformed(f"AuditData is not JSON: {exc.msg}")
     else:
         return malformed("row has no AuditData")
@@ -121,16 +162,16 @@ def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
     record_id = data.get("Id") or row.get("Identity")
     if not isinstance(record_id, str) or not record_id.strip():
         return malformed("AuditData has no Id", data)
-    created = _normalised_time(data.get("CreationTime")) or _normalised_time(row.get("CreationDate"))
+    created = _time(data.get("CreationTime")) or _time(row.get("CreationDate"))
     if created is None:
         return malformed(f"record {record_id} has no valid CreationTime", data)
     row_type = row.get("RecordType")
     record_type = _camel(row_type) if isinstance(row_type, str) and row_type else str(data.get("RecordType", ""))
     user = data.get("UserId") or row.get("UserIds")
     user_type = data.get("UserType")
-    return {
+    record: AuditRecord = {
         "id": record_id,
-        "createdDateTime": created,
+        "createdDateTime": created[0],
         "auditLogRecordType": record_type,
         "operation": data.get("Operation") or row.get("Operations"),
         "organizationId": data.get("OrganizationId"),
@@ -143,15 +184,33 @@ def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
         "administrativeUnits": [],
         "auditData": data,
     }
+    return record, created[1]
 
 
-def page_of(items: Iterable[Any], normalise: Callable[[Any], AuditRecord | MalformedRecord]) -> RecordPage:
-    """One page of normalised records, with the ones that failed normalisation quarantined beside them."""
-    page = RecordPage(records=[])
+def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
+    """:func:`exchange_item` without the parsed time."""
+    result = exchange_item(row)
+    return result[0] if isinstance(result, tuple) else result
+
+
+def page_of(items: Iterable[Any], normalise: Callable[[Any], Normalised | AuditRecord]) -> RecordPage:
+    """One page of normalised records (with their parsed times), the ones that failed quarantined beside them.
+
+    ``normalise`` is :func:`graph_item` or :func:`exchange_item`; one that returns bare records (such as
+    :func:`normalise_graph_record`) still works, and the writer then parses the times itself.
+    """
+    records: list[AuditRecord] = []
+    times: list[datetime] | None = []
+    malformed: list[MalformedRecord] = []
     for item in items:
         result = normalise(item)
-        if isinstance(result, MalformedRecord):
-            page.malformed.append(result)
+        if isinstance(result, tuple):
+            records.append(result[0])
+            if times is not None:
+                times.append(result[1])
+        elif isinstance(result, MalformedRecord):
+            malformed.append(result)
         else:
-            page.records.append(result)
-    return page
+            records.append(result)
+            times = None
+    return RecordPage(records, malformed, times)

@@ -75,6 +75,9 @@ class MalformedRecord:
 class RecordPage:
     records: list[AuditRecord]
     malformed: list[MalformedRecord] = field(default_factory=list)
+    times: list[datetime] | None = None
+    """Each record's ``createdDateTime`` as parsed by the normaliser (same order as ``records``), so the writer
+    trims without parsing it again; None when the page was built some other way (the writer parses)."""
 
 
 class QueryState(enum.Enum):

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
 import pytest
+import requests
 
 from shared.audit.config import AuditApiConfig
-from shared.audit.http import ApiIdentity, AuditHttpClient, parse_retry_after
+from shared.audit.http import ApiIdentity, AuditHttpClient, json_body, parse_retry_after
 from shared.errors import AuthenticationError, MissingPermissionError, PermanentApiError, TransientApiError
 from tests.audit.scripted_server import FakeTokens, Reply, replies, scripted_server
 
@@ -166,6 +167,30 @@ def test_404_allowed_returns_none_and_garbled_json_is_retried() -> None:
         client, waits, _ = make_client(srv.base_url)
         assert client.request_json("GET", f"{srv.base_url}/x") == {"ok": True}
     assert len(waits) == 1
+
+
+def test_a_body_is_decoded_once_with_every_digit_and_nan_is_not_json() -> None:
+    big = 123456789012345678901234567890
+    body = f'{{"value": [{{"n": {big}, "f": 1e-7, "s": "\\u00e9"}}]}}'.encode()
+    with scripted_server(replies(Reply(200, raw=body))) as srv:
+        client, _, _ = make_client(srv.base_url)
+        assert client.request_json("GET", f"{srv.base_url}/x") == {"value": [{"n": big, "f": 1e-7, "s": "\u00e9"}]}
+    # NaN is no JSON value (RFC 8259): such a body is unreadable, like a cut-off one, and read again.
+    with scripted_server(replies(Reply(200, raw=b'{"value": [NaN]}'), OK)) as srv:
+        client, waits, _ = make_client(srv.base_url)
+        assert client.request_json("GET", f"{srv.base_url}/x") == {"ok": True}
+    assert len(waits) == 1
+
+
+def test_a_body_in_another_declared_charset_is_decoded_by_requests() -> None:
+    response = requests.Response()
+    response._content = '{"name": "J\u00fcrgen"}'.encode("latin-1")
+    response.headers["Content-Type"] = "application/json; charset=ISO-8859-1"
+    response.encoding = "ISO-8859-1"
+    assert json_body(response) == {"name": "J\u00fcrgen"}
+    response.encoding = "utf-8"
+    response._content = '{"name": "J\u00fcrgen"}'.encode()
+    assert json_body(response) == {"name": "J\u00fcrgen"}
 
 
 def test_retry_wait_scale_shrinks_waits() -> None:

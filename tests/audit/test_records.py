@@ -8,7 +8,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.audit.ports import TimeWindow
-from shared.records import Deduplicator, format_timestamp, parse_record_time, parse_timestamp, trim_to_window
+from shared.records import (
+    Deduplicator,
+    canonical_time,
+    format_timestamp,
+    parse_record_time,
+    parse_timestamp,
+    trim_to_window,
+)
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
 
@@ -75,3 +82,36 @@ def test_trim_then_dedupe_properties(offsets: list[int], ids: list[int]) -> None
     unique, dupes = Deduplicator().filter(kept)
     assert len(unique) + dupes == len(kept)
     assert len({r["id"] for r in unique}) == len(unique) == len({r["id"] for r in kept})
+
+
+@given(st.datetimes(min_value=datetime(1000, 1, 1), max_value=datetime(9999, 12, 31), timezones=st.just(UTC)))
+def test_canonical_text_is_recognised_and_parsed_once_to_the_same_moment(moment: datetime) -> None:
+    text = format_timestamp(moment)
+    assert canonical_time(text) == (text, moment)
+
+
+OFFSETS = st.sampled_from(["Z", "z", "+00:00", "-07:30", "+14:00", ""])
+FRACTIONS = st.sampled_from(["", ".5", ".50", ".000001", ".1234567", ".0000000", ".9999999"])
+
+
+@given(
+    st.datetimes(min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30)),
+    FRACTIONS,
+    OFFSETS,
+    st.sampled_from(["", " "]),
+)
+def test_any_other_timestamp_text_gets_the_general_paths_canonical_form(
+    naive: datetime, fraction: str, offset: str, pad: str
+) -> None:
+    text = f"{pad}{naive:%Y-%m-%dT%H:%M:%S}{fraction}{offset}{pad}"
+    moment = parse_timestamp(text)
+    assert canonical_time(text) == (format_timestamp(moment), moment)
+
+
+def test_text_that_looks_canonical_but_is_no_date_is_refused() -> None:
+    for bad in ("2024-02-30T00:00:00Z", "2024-13-01T00:00:00Z", "2024-01-01T24:00:00Z", "٢٠٢٤-01-01T00:00:00Z"):
+        try:
+            canonical_time(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad}")

@@ -21,6 +21,11 @@ CASES = [
     (["engine_overhead.py", "--steps", "4", "--instances", "2"], "engine overhead outside the SDK call"),
     (["sdk_replay_cost.py", "--chunks", "4", "--repeat", "1"], "less time in the SDK call"),
     (["audit_stream_memory.py", "--records", "3000"], "ratio end / 2,000"),
+    (["record_path.py", "--records", "3000", "--id-set", "2000"], "records/s orjson / stdlib"),
+    (
+        ["record_path.py", "--source", "exchange", "--records", "2000", "--id-set", "100"],
+        "exact (records == truth) True",
+    ),
     (
         ["collector_throughput.py", "--chunks", "3", "--ks", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
         "speed-up",
@@ -72,6 +77,11 @@ CASES = [
         "delay/duration",
     ),
     (["orchestration_cpu.py", "--ns", "4", "8"], "per-chunk CPU at N=8 / N=4"),
+    (["live_page.py", "--cells", "200", "400", "--steps", "3", "--chunks", "4", "--repeat", "40"], "per refresh, 400"),
+    (
+        ["tenant_budget.py", "--chunks", "2", "--collections", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
+        "vs alone",
+    ),
 ]
 
 

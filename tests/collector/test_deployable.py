@@ -24,6 +24,7 @@ PROVIDED = {
     "tenacity": "tenacity",
     "dateutil": "python-dateutil",
     "cryptography": "msal",
+    "orjson": "orjson",
 }
 
 

@@ -32,6 +32,10 @@ class FakeClient:
 
     async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str:
         assert instance_id is not None
+        existing = self.instances.get(instance_id)
+        if existing is not None and existing.runtime_status.value in ("Pending", "Running", "Suspended"):
+            # host.json overridableExistingInstanceStates=NonRunningStates: the extension refuses the start.
+            raise RuntimeError(f"An instance with ID '{instance_id}' already exists and is running")
         self.started.append((orchestration_function_name, instance_id, json.loads(json.dumps(client_input))))
         self.instances[instance_id] = SimpleNamespace(
             runtime_status=SimpleNamespace(value="Pending"), input_=client_input, output=None, custom_status=None
@@ -105,33 +109,116 @@ def test_summary_shows_progress_then_results() -> None:
     )
     done = call(service.collection_summary(client, "case-2")).body
     assert done["status"] == "CompletedWithFailures" and done["records"] == 42
-    assert done["failures"] == [{"window": "s/e", "kind": "transient", "reason": "503 x4"}]
+    (failure,) = done["failures"]
+    assert failure == {"window": "s/e", "kind": "transient", "reason": "503 x4", "attempts": 4, "fix": failure["fix"]}
+    assert "maxConcurrency" in failure["fix"]  # what to do about throttling
     assert done["manifest"] == "memory://m"
+
+
+FAILED = {"chunk": {"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z"}, "kind": "t", "message": "m",
+          "attempts": 4}  # fmt: skip
+WITH_FAILURE = {"status": "CompletedWithFailures", "failures": [FAILED], "remaining": {"cursor": 6}}
+
+
+def retry(client: FakeClient, collection_id: str) -> service.ApiResponse:
+    return call(service.retry_failed(client, collection_id, NOW))
+
+
+def finish(client: FakeClient, instance_id: str, output: Any) -> None:
+    client.instances[instance_id].runtime_status = SimpleNamespace(value="Completed")
+    client.instances[instance_id].output = output
 
 
 def test_retry_failed_starts_a_linked_collection_of_only_the_failed_chunks() -> None:
     client = FakeClient()
     start(client, {**BODY, "collectionId": "case-3"})
-    retry = service.retry_failed
-    assert call(retry(client, "missing", Settings(), NOW, lambda: "r")).status == 404
+    assert retry(client, "missing").status == 404
     client.instances["case-3"].runtime_status = SimpleNamespace(value="Running")
-    assert call(retry(client, "case-3", Settings(), NOW, lambda: "r")).status == 409
-    client.instances["case-3"].runtime_status = SimpleNamespace(value="Completed")
-    client.instances["case-3"].output = {"status": "Completed", "failures": [], "remaining": {"cursor": 6}}
-    assert call(retry(client, "case-3", Settings(), NOW, lambda: "r")).status == 400
-    failed = {"chunk": {"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z"}, "kind": "t", "message": "m",
-              "attempts": 4}  # fmt: skip
-    client.instances["case-3"].output = {
-        "status": "CompletedWithFailures",
-        "failures": [failed],
-        "remaining": {"cursor": 6},
-    }
-    response = call(retry(client, "case-3", Settings(), NOW, lambda: "abc123"))
+    assert retry(client, "case-3").status == 409
+    finish(client, "case-3", {"status": "Completed", "failures": [], "remaining": {"cursor": 6}})
+    assert retry(client, "case-3").status == 400
+    finish(client, "case-3", WITH_FAILURE)
+    response = retry(client, "case-3")
     assert response.status == 202 and response.body["parentCollectionId"] == "case-3"
     _, retry_id, payload = client.started[-1]
-    assert retry_id == "case-3-retry-abc123"
+    assert retry_id == "case-3-retry-1" == response.instance_id
     assert payload["spec"]["explicit"] == [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
     assert payload["spec"]["parentCollectionId"] == "case-3" and payload["spec"]["plan"] is None
+    assert (payload["request"]["retryOf"], payload["request"]["retryRoot"]) == ("case-3", "case-3")
+
+
+def test_retry_failed_while_the_retry_runs_answers_with_it_and_starts_nothing() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "case-4"})
+    finish(client, "case-4", WITH_FAILURE)
+    assert retry(client, "case-4").status == 202
+    for _ in range(3):
+        again = retry(client, "case-4")
+        assert (again.status, again.instance_id, again.body["existing"]) == (200, "case-4-retry-1", True)
+        assert again.body["parentCollectionId"] == "case-4" and again.body["chunks"] == 1
+    assert len(client.started) == 2  # the collection and one retry
+    assert retry(client, "case-4-retry-1").status == 409  # the running retry itself cannot be retried yet
+
+
+def test_retry_failed_after_the_retry_finished_retries_what_it_still_failed_as_the_next_link() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "case-5"})
+    finish(client, "case-5", WITH_FAILURE)
+    retry(client, "case-5")
+    finish(client, "case-5-retry-1", WITH_FAILURE)  # the same window failed again
+    for named in ("case-5", "case-5-retry-1"):
+        response = retry(client, named)
+        assert (response.status, response.instance_id) in ((202, "case-5-retry-2"), (200, "case-5-retry-2"))
+        assert response.body["parentCollectionId"] == "case-5-retry-1"
+    _, retry_id, payload = client.started[-1]
+    assert retry_id == "case-5-retry-2" and len(client.started) == 3
+    assert (payload["request"]["retryRoot"], payload["request"]["retryGeneration"]) == ("case-5", 2)
+    finish(client, "case-5-retry-2", {"status": "Completed", "failures": [], "remaining": {"cursor": 1}})
+    done = retry(client, "case-5")
+    assert done.status == 400 and "case-5-retry-2 collected everything" in done.body["error"]["message"]
+
+
+def test_a_terminated_retry_is_retried_whole() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "case-6"})
+    finish(client, "case-6", WITH_FAILURE)
+    retry(client, "case-6")
+    client.instances["case-6-retry-1"].runtime_status = SimpleNamespace(value="Terminated")
+    response = retry(client, "case-6")
+    assert (response.status, response.instance_id) == (202, "case-6-retry-2")
+    assert client.started[-1][2]["spec"]["explicit"] == client.started[-2][2]["spec"]["explicit"]
+
+
+def test_a_chain_link_that_is_not_a_retry_of_the_previous_one_is_refused() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "case-7"})
+    finish(client, "case-7", WITH_FAILURE)
+    client.instances["case-7-retry-1"] = SimpleNamespace(
+        runtime_status=SimpleNamespace(value="Completed"), input_={"spec": {}, "request": {}}, output=None
+    )
+    response = retry(client, "case-7")
+    assert response.status == 409 and response.body["error"]["rule"] == "chain_broken"
+
+
+def test_retry_ids_are_deterministic_valid_ids_even_for_long_roots() -> None:
+    long_root = "a" * 64
+    retry_id = names.retry_collection_id(long_root, 12)
+    assert names.is_safe_id(retry_id) and retry_id.endswith("-retry-12")
+    assert retry_id == names.retry_collection_id(long_root, 12) != names.retry_collection_id("a" * 63 + "b", 12)
+    assert names.is_retry_id(retry_id) and not names.is_retry_id("incident-retry")
+    with pytest.raises(ValueError):
+        names.retry_collection_id("x", 0)
+
+
+def test_a_request_cannot_take_a_retry_id() -> None:
+    client = FakeClient()
+    response = start(client, {**BODY, "collectionId": "incident-retry-1"})
+    assert response.status == 400 and response.body["error"] == {
+        "field": "collectionId",
+        "rule": "reserved",
+        "message": "collectionId may not end in -retry-<number>: retry-failed names its retries so",
+    }
+    assert client.started == []
 
 
 @dataclass

@@ -112,3 +112,12 @@ def test_local_settings_example_documents_every_setting_the_app_reads() -> None:
     example = json.loads((Path(__file__).parents[2] / "local.settings.json.example").read_text())["Values"]
     assert env.asked, "the recording environment saw no lookups"
     assert sorted(env.asked - set(example)) == []
+
+
+def test_the_readme_documents_every_setting_the_app_reads() -> None:
+    from pathlib import Path
+
+    env = _RecordingEnv()
+    Settings.from_env(env)
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    assert sorted(name for name in env.asked if f"`{name}`" not in readme) == []

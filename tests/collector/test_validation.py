@@ -100,6 +100,8 @@ MALFORMED: list[tuple[str, Any, str, str]] = [
     ("collection id unsafe", good(collectionId="../x"), "collectionId", "format"),
     ("collection id too long", good(collectionId="a" * 65), "collectionId", "format"),
     ("collection id not string", good(collectionId=7), "collectionId", "format"),
+    # GET /api/collections/view is the list page: a collection named so could never show its summary
+    ("collection id is the list page", good(collectionId="View"), "collectionId", "reserved"),
     # ``$`` also matches before a final newline: the id would become an instance id and a blob path component.
     # (The newline is a control character, so the rule for every request string catches it first.)
     ("collection id trailing newline", good(collectionId="c1\n"), "collectionId", "characters"),

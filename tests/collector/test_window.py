@@ -186,6 +186,15 @@ def test_poll_options_keep_the_noticing_delay_within_the_fraction() -> None:
     assert options.first_poll(20.0) == 18.0 and RunOptions(poll_min_interval_seconds=30).first_poll(20.0) == 30.0
 
 
+def test_a_maximum_poll_interval_below_the_minimum_caps_every_check() -> None:
+    # COLLECTOR_POLL_MAX_INTERVAL_SECONDS=0.2 with the minimum left at its default (10 s): checks stay 0.2 s apart,
+    # instead of the default minimum silently stretching every poll (and a fast test collection) to 10 s.
+    options = RunOptions(poll_interval_seconds=0.1, poll_max_interval_seconds=0.2)
+    assert options.poll_min_interval_seconds == 10.0
+    assert options.first_poll(None) == 0.2
+    assert options.next_poll(1.0) == 0.2 and options.next_poll(10_000.0) == 0.2
+
+
 def test_transient_errors_retry_with_backoff_then_fail_the_chunk_and_go_on() -> None:
     window = CollectionWindow(
         spec(2, 1, "exchange", max_attempts=3, retry_base_seconds=10, retry_max_seconds=15), now=T0

@@ -149,7 +149,12 @@ class Host:
 
 @contextmanager
 def serve(
-    emulator: Emulator, workdir: Path, extra_env: dict[str, str] | None = None, *, app_dir: Path = REPO
+    emulator: Emulator,
+    workdir: Path,
+    extra_env: dict[str, str] | None = None,
+    extra_args: tuple[str, ...] = (),
+    *,
+    app_dir: Path = REPO,
 ) -> Iterator[Host]:
     """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess.
 
@@ -160,7 +165,7 @@ def serve(
     env = {**base_env(emulator, output, app_dir), **(extra_env or {})}
     log_path = workdir / "host.log"
     command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port)]
-    command += ["--store", "memory", "--max-polling-interval", "0.02", "--drain-timeout", "5"]
+    command += ["--store", "memory", "--max-polling-interval", "0.02", "--drain-timeout", "5", *extra_args]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
     host = Host(f"http://127.0.0.1:{port}", output, log_path, process.pid)

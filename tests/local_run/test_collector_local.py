@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")}
+    env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "collector_local", "--output", str(tmp_path / "out"), *args],
         cwd=REPO,
@@ -26,10 +28,21 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_main_job_collects_the_seed_scenario_exactly(tmp_path: Path) -> None:
-    done = _run(tmp_path, "--days", "1", "--interval", "240", "--concurrency", "2", "--records-per-hour", "40")
+    # --open hands the live page's URL to the default browser: $BROWSER, here a script that writes it down
+    opened = tmp_path / "opened.txt"
+    recorder = tmp_path / "browser.py"
+    recorder.write_text(f"import sys, pathlib\npathlib.Path({str(opened)!r}).write_text(sys.argv[1])\n")
+    done = _run(
+        tmp_path,
+        *("--days", "1", "--interval", "240", "--concurrency", "2", "--records-per-hour", "40", "--open"),
+        env_extra={"BROWSER": f"{sys.executable} {recorder} %s"},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "exact match" in done.stdout
     assert "6 chunks" in done.stdout
+    (page,) = re.findall(r"^Live page  (\S+)$", done.stdout, re.MULTILINE)
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/api/collections/local-[0-9a-f]{12}/view", page), page
+    assert opened.read_text() == page
     manifests = list((tmp_path / "out").rglob("manifest.json"))
     assert len(manifests) == 1
     manifest = json.loads(manifests[0].read_text())

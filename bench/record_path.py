@@ -1,0 +1,257 @@
+"""Records end to end: the audit adapter → the chunk writer → the local-folder sink, one large chunk, side by side.
+
+The path measured is the one an export activity runs: ``GraphAuditClient.iter_record_pages`` (or the Exchange
+client's session) over real HTTPS against the emulator, then ``activities.chunk_writer.write_chunk`` into a
+``LocalFolderSink`` (trim to the window, de-duplicate by id, serialise JSONL, SHA-256, fsync, atomic rename). The
+emulator runs with zero latency (queries finish at once, no throttling, no broken pages; ``--page-latency`` adds a
+wait before each page, as a real service has) in its own process; each
+variant runs in a fresh collector process of its own, so its peak RSS (``getrusage`` high-water mark) is its alone.
+
+Variants, each run against the same emulator in one invocation:
+
+* ``stdlib``: the ``orjson`` import is blocked in the collector process, so the record path uses the standard
+  library's ``json`` (what a worker without the wheel would do);
+* ``orjson``: the installed ``orjson`` is used where the record path supports it (the deployed configuration);
+* ``serial``: as ``orjson``, but each page is fetched only after the one before is written (the writer's prefetching
+  replaced by a plain loop in this process only), to show what overlapping fetch and processing gives.
+
+Printed per variant: records written (and the emulator's ground truth, which they must equal), wall seconds from the
+first page request to the summary, records/s, the collector's CPU µs per record, how busy the emulator process was
+(CPU seconds / wall seconds: near 1.0 means the emulator, not the collector, sets the pace), and the peak RSS. A last
+section compares the de-duplicator's memory per id with a plain ``set`` of id strings, measured with ``tracemalloc``.
+
+    .venv/bin/python bench/record_path.py --records 1000000              # Graph, one 1M-record chunk
+    .venv/bin/python bench/record_path.py --source exchange --records 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import resource
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+TENANT = "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b"
+DOMAIN = "contoso.onmicrosoft.com"
+CLIENT = "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+SECRET = "bench-secret-value"
+START = datetime(2024, 6, 1, tzinfo=UTC)
+HOURS = 10
+VARIANTS = ("stdlib", "orjson", "serial")
+
+
+def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
+    from m365_emulator import (
+        AppRegistration,
+        EmulatorConfig,
+        ExchangeSettings,
+        FaultConfig,
+        GraphSettings,
+        TenantSpec,
+        run_emulator,
+    )
+
+    config = EmulatorConfig(
+        tenants=[TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=3, records_per_hour=records_per_hour)],
+        graph=GraphSettings(completion_delay_seconds=0.0, record_count_limit=100_000_000),
+        exchange=ExchangeSettings(session_cap=10_000_000, max_concurrent_sessions=10),
+        faults=FaultConfig(broken_page_rate=0.0, slow_page_seconds=page_latency),
+    )
+    import psutil
+
+    me = psutil.Process()
+    with run_emulator(config) as emu:
+        emu.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
+        truth = len(emu.ground_truth_ids(TENANT, START, START + timedelta(hours=HOURS)))
+        conn.send(
+            {
+                "authority_host": emu.authority_host,
+                "graph_base_url": emu.graph_base_url,
+                "exchange_base_url": emu.exchange_base_url,
+                "ca_bundle": str(emu.ca_bundle),
+                "truth": truth,
+            }
+        )
+        while conn.recv() == "cpu":  # the parent asks for CPU seconds around each run; anything else stops
+            times = me.cpu_times()
+            conn.send(times.user + times.system)
+
+
+def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session_cap: int) -> None:
+    """One collector process: export the whole window as one chunk through ``write_chunk``; report figures."""
+    if variant == "stdlib":
+        sys.modules["orjson"] = None  # type: ignore[assignment]  # makes ``import orjson`` fail
+    import activities.chunk_writer
+    from activities.chunk_writer import write_chunk
+
+    if variant == "serial" and hasattr(activities.chunk_writer, "prefetched"):
+
+        def in_turn(pages: Any, name: str = "") -> Any:
+            yield from pages
+
+        activities.chunk_writer.prefetched = in_turn  # type: ignore[attr-defined]
+    from shared.audit.config import AuditApiConfig
+    from shared.audit.ports import AuditFilters, QueryState, TimeWindow
+    from shared.models import Chunk
+    from shared.sinks.local import LocalFolderSink
+
+    config = AuditApiConfig(
+        tenant_id=TENANT if source == "graph" else DOMAIN,
+        client_id=CLIENT,
+        client_secret=SECRET,
+        authority_host=urls["authority_host"],
+        graph_base_url=urls["graph_base_url"],
+        exchange_base_url=urls["exchange_base_url"],
+        ca_bundle=urls["ca_bundle"],
+        page_size=1000,
+    )
+    window = TimeWindow(START, START + timedelta(hours=HOURS))
+    chunk = Chunk(window.start, window.end)
+    if source == "graph":
+        from shared.audit.graph import GraphAuditClient
+
+        graph = GraphAuditClient(config)
+        query_id = graph.create_query(window, AuditFilters(), display_name="bench")
+        while graph.get_query(query_id).state is QueryState.PENDING:
+            time.sleep(0.01)
+        pages = graph.iter_record_pages(query_id)
+    else:
+        from shared.audit.exchange import ExchangeAuditClient
+
+        exchange = ExchangeAuditClient(config, session_cap=session_cap)
+        exchange.count(window, AuditFilters())  # sign in and warm the connection like the Graph case's create
+        pages = exchange.iter_record_pages(window, AuditFilters())
+    import json as _json  # noqa: F401  - both variants pay this import before the baseline
+
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    conn.send("ready")
+    conn.recv()
+    cpu0 = time.process_time()
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        summary = write_chunk(
+            LocalFolderSink(tmp), tenant_id=DOMAIN, collection_id="bench", chunk=chunk, pages=pages, attempt=1
+        )
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    uses_orjson = "orjson" in sys.modules and sys.modules["orjson"] is not None
+    conn.send(
+        {
+            "records": summary.records,
+            "trimmed": summary.trimmed,
+            "duplicates": summary.duplicates,
+            "bytes": summary.bytes,
+            "sha256": summary.sha256,
+            "seconds": elapsed,
+            "cpu": cpu,
+            "baseline_mib": baseline,
+            "peak_mib": peak,
+            "orjson_loaded": uses_orjson,
+        }
+    )
+
+
+def _run_variant(variant: str, args: argparse.Namespace, urls: dict[str, Any], server: Any) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    worker = ctx.Process(target=_collect, args=(child, variant, args.source, urls, args.records * 2), daemon=True)
+    worker.start()
+    if parent.recv() != "ready":
+        raise SystemExit(f"{variant}: the collector process did not start")
+    server.send("cpu")
+    emu_cpu0 = server.recv()
+    parent.send("go")
+    result: dict[str, Any] = parent.recv()
+    server.send("cpu")
+    result["emulator_cpu"] = server.recv() - emu_cpu0
+    worker.join(timeout=60)
+    return result
+
+
+def _id_set_bytes(count: int) -> tuple[float, float]:
+    """Bytes per id held: a plain set of GUID strings vs the writer's ``Deduplicator`` (tracemalloc, same ids)."""
+    from shared.records import Deduplicator
+
+    ids = [str(uuid.UUID(int=(n * 0x9E3779B97F4A7C15_F39CC0605CEDC835) % (1 << 128), version=4)) for n in range(count)]
+    records = [{"id": record_id} for record_id in ids]
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    plain = {str(r["id"]) for r in records}  # str() copies nothing: the ids are already str, shared with ``ids``
+    plain_bytes = tracemalloc.get_traced_memory()[0] - before + count * sys.getsizeof(ids[0])
+    del plain
+    before = tracemalloc.get_traced_memory()[0]
+    dedupe = Deduplicator()
+    for start in range(0, count, 1000):
+        dedupe.filter(records[start : start + 1000])
+    dedupe_bytes = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    # The plain set holds the very str objects the records hold; a real chunk's set keeps them alive after the
+    # records are gone, so their size is counted (as it is when the Deduplicator keeps str ids).
+    if isinstance(next(iter(getattr(dedupe, "_seen", ())), None), str):
+        dedupe_bytes += count * sys.getsizeof(ids[0])
+    return plain_bytes / count, dedupe_bytes / count
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--records", type=int, default=1_000_000, help="approximate records in the window")
+    parser.add_argument("--source", choices=("graph", "exchange"), default="graph")
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
+    parser.add_argument("--id-set", type=int, default=200_000, help="ids for the de-duplicator memory comparison")
+    parser.add_argument(
+        "--page-latency", type=float, default=0.0, help="seconds the emulator waits before each page (0: zero latency)"
+    )
+    args = parser.parse_args()
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        os.environ.pop(name, None)
+
+    ctx = mp.get_context("spawn")
+    server, child = ctx.Pipe()
+    emulator = ctx.Process(target=_serve, args=(child, args.records / HOURS, args.page_latency), daemon=True)
+    emulator.start()
+    urls = server.recv()
+    try:
+        results = {variant: _run_variant(variant, args, urls, server) for variant in args.variants}
+    finally:
+        server.send("stop")
+        emulator.join(timeout=30)
+    truth = urls["truth"]
+    latency = f"{args.page_latency * 1000:.0f} ms per page" if args.page_latency else "zero latency"
+    print(f"{args.source}: one chunk of {HOURS} h, {truth:,} records in the window, emulator at {latency}")
+    print(
+        f"{'variant':<8} {'records':>9} {'seconds':>8} {'records/s':>10} {'CPU µs/rec':>10} "
+        f"{'emulator busy':>13} {'RSS base':>9} {'peak RSS':>9}  sha256"
+    )
+    exact = True
+    for variant, r in results.items():
+        exact = exact and r["records"] == truth
+        print(
+            f"{variant:<8} {r['records']:>9,} {r['seconds']:>8.2f} {r['records'] / r['seconds']:>10,.0f} "
+            f"{r['cpu'] / max(r['records'], 1) * 1e6:>10.1f} {r['emulator_cpu'] / r['seconds']:>12.0%} "
+            f"{r['baseline_mib']:>8.1f}M {r['peak_mib']:>8.1f}M  {r['sha256'][:16]}"
+        )
+    if "orjson" in results:
+        fast = results["orjson"]
+        for other in ("stdlib", "serial"):
+            if other in results:
+                print(f"records/s orjson / {other:<7}{results[other]['seconds'] / fast['seconds']:.2f}x")
+    print(f"same output bytes        {len({r['sha256'] for r in results.values()}) == 1}")
+    plain, compact = _id_set_bytes(args.id_set)
+    print(f"id set per record        set of str {plain:,.0f} B   Deduplicator {compact:,.0f} B   ({args.id_set:,} ids)")
+    print(f"exact (records == truth) {exact}")
+    return 0 if exact else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,199 @@
+"""What the live page needs beyond the plain summary: the collection's header, its chunk grid, failures while it
+runs (with the fix for each kind), and the hub's recent collections. Pure functions over Durable status objects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from shared import grid_cells, names
+from shared.models import JsonDict, iso, parse_iso
+from shared.window import CollectionSpec
+
+# What to do about each kind of failure (the README's troubleshooting table, per failure kind).
+FIXES = {
+    "authentication": "Check AUDIT_CLIENT_ID, AUDIT_CLIENT_SECRET or the certificate settings and the tenant (the "
+    "message names the setting), then retry the failed chunks.",
+    "permission": "Grant the app AuditLogsQuery.Read.All (Graph) or Exchange.ManageAsApp and an audit role "
+    "(Exchange) with admin consent, then retry the failed chunks.",
+    "config": "A setting is missing or invalid (the message names it); fix it, then retry the failed chunks.",
+    "transient": "The audit service kept throttling or failing: lower maxConcurrency or retry the failed chunks later.",
+    "query_failed": "The audit service ended the query: retry the failed chunks.",
+    "poll_timeout": "The audit query did not finish in time: retry the failed chunks later.",
+    "needs_split": "The smallest window is still over the source's cap: narrow the filters or lower "
+    "COLLECTOR_MIN_SPLIT_SECONDS.",
+    "sink": "Writing the output failed: check the OUTPUT_STORAGE_* settings and the storage account's access, then "
+    "retry the failed chunks.",
+    "activity_crashed": "A worker failed unexpectedly: see the function logs, then retry the failed chunks.",
+    "permanent": "The audit service refused the request (see the reason): fix its cause, then retry the failed chunks.",
+}
+
+_LIST_SPANS: tuple[timedelta | None, ...] = (
+    timedelta(days=1),
+    timedelta(days=7),
+    timedelta(days=31),
+    timedelta(days=366),
+    None,
+)
+LIST_PAGE = 100
+"""Instances one list call returns: the default page size of the extension's ``OrchestrationStatusQueryCondition``
+(``Azure/azure-functions-durable-extension``), used when no ``top`` is sent. The SDK's list calls send none and follow
+no continuation token, so a list that long may have been cut short."""
+MAX_TOP = LIST_PAGE
+_OLDEST = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class ListingClient(Protocol):
+    async def get_status_by(
+        self, created_time_from: datetime | None = ..., created_time_to: datetime | None = ...,
+        runtime_status: Any = ..., instance_id_prefix: str | None = ...,
+    ) -> list[Any]: ...  # fmt: skip
+
+    async def get_status_all(self) -> list[Any]: ...
+
+
+def with_fix(failure: JsonDict) -> JsonDict:
+    fix = failure.get("fix") or FIXES.get(str(failure.get("kind")))
+    return {**failure, "fix": fix} if fix else failure
+
+
+def spec_of(payload: Any) -> CollectionSpec | None:
+    if isinstance(payload, dict) and isinstance(payload.get("spec"), dict):
+        try:
+            return CollectionSpec.from_json(payload["spec"])
+        except (KeyError, TypeError, ValueError):
+            return None
+    return None
+
+
+def header(payload: Any, spec: CollectionSpec | None) -> JsonDict:
+    """Tenant, range, source, K and start time, from the orchestration input (kept across continue-as-new)."""
+    payload = payload if isinstance(payload, dict) else {}
+    found = payload.get("request")
+    request: JsonDict = found if isinstance(found, dict) else {}
+    out: JsonDict = {
+        "tenantId": spec.tenant_id if spec else request.get("tenantId"),
+        "source": spec.source if spec else request.get("source"),
+        "maxConcurrency": spec.options.max_concurrency if spec else request.get("maxConcurrency"),
+        "startedAt": payload.get("startedAt"),
+        "filters": spec.filters if spec else {},
+    }
+    if spec is not None and spec.plan is not None:
+        out["startDate"], out["endDate"] = iso(spec.plan.start), iso(spec.plan.end)
+        out["intervalMinutes"] = spec.plan.interval.total_seconds() / 60
+    elif spec is not None and spec.explicit:
+        out["startDate"] = iso(min(c.start for c in spec.explicit))
+        out["endDate"] = iso(max(c.end for c in spec.explicit))
+        out["windows"] = len(spec.explicit)
+    return out
+
+
+def grid(spec: CollectionSpec | None, published: Any) -> JsonDict | None:
+    if spec is None:
+        return None
+    snapshot = published if isinstance(published, dict) else None
+    return grid_cells.encode(grid_cells.Cells.of(spec), snapshot)
+
+
+def running_failures(published: Any) -> list[JsonDict]:
+    """The latest failures the orchestrator published (all of them are in the output once it ends)."""
+    if not isinstance(published, dict):
+        return []
+    origin = datetime.fromisoformat(str(published.get("origin", "")).replace("Z", "+00:00"))
+    found = []
+    for item in published.get("recent") or []:
+        start, end = (origin + timedelta(seconds=float(x)) for x in item["w"])
+        failure = {
+            "window": f"{iso(start)}/{iso(end)}",
+            "kind": item.get("kind"),
+            "reason": item.get("reason"),
+            "attempts": item.get("attempts"),
+        }
+        found.append(with_fix(failure))
+    return found
+
+
+def _field(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _when(value: Any) -> str | None:
+    return iso(value) if isinstance(value, datetime) else (str(value) if value else None)
+
+
+def collection_row(status: Any) -> JsonDict:
+    """One line of the recent-collections list."""
+    output = _field(getattr(status, "output", None))
+    output = output if isinstance(output, dict) else {}
+    progress = _field(getattr(status, "custom_status", None))
+    progress = progress if isinstance(progress, dict) else {}
+    source = output or progress
+    runtime = getattr(status, "runtime_status", None)
+    runtime_text = str(getattr(runtime, "value", runtime)) if runtime is not None else None
+    payload = _field(getattr(status, "input_", None))
+    spec = spec_of(payload)
+    head = header(payload, spec)
+    return {
+        "collectionId": getattr(status, "instance_id", None),
+        "runtimeStatus": runtime_text,
+        "status": output.get("status") or runtime_text,
+        "percent": source.get("percent"),
+        "records": source.get("records"),
+        "failed": source.get("failed"),
+        "tenantId": head.get("tenantId"),
+        "source": head.get("source"),
+        "startDate": head.get("startDate"),
+        "endDate": head.get("endDate"),
+        "parentCollectionId": spec.parent_collection_id if spec else None,
+        "startedAt": head.get("startedAt"),
+        "createdTime": _when(getattr(status, "created_time", None)),
+        "lastUpdatedTime": _when(getattr(status, "last_updated_time", None)),
+    }
+
+
+async def recent_collections(client: ListingClient, now: datetime, top: int) -> JsonDict:
+    """The hub's newest collections first. The SDK lists one page without ordering it, so the list widens a
+    created-time window (a day, a week, a month, a year, all) until it holds ``top`` collections; a window whose
+    page came back full may have been cut, and then the narrower, complete answer is kept and ``more`` is set."""
+    found: Sequence[Any] = []
+    more = False
+    for span in _LIST_SPANS:
+        if span is None:
+            statuses = await client.get_status_all()
+        else:
+            statuses = await client.get_status_by(created_time_from=now - span)
+        cut = len(statuses) >= LIST_PAGE
+        if cut and found:
+            more = True
+            break
+        found, more = statuses, cut
+        if cut or sum(1 for s in found if _is_collection(s)) >= top:
+            break
+    collections = sorted((s for s in found if _is_collection(s)), key=_created, reverse=True)
+    return {"collections": [collection_row(s) for s in collections[:top]], "more": more or len(collections) > top}
+
+
+def _created(status: Any) -> datetime:
+    """When the collection started: ``startedAt`` of its input (the instance's created time moves on with every
+    continue-as-new), else the created time."""
+    payload = _field(getattr(status, "input_", None))
+    started = payload.get("startedAt") if isinstance(payload, dict) else None
+    if isinstance(started, str):
+        try:
+            return parse_iso(started)
+        except ValueError:
+            pass
+    value = getattr(status, "created_time", None)
+    return value if isinstance(value, datetime) else _OLDEST
+
+
+def _is_collection(status: Any) -> bool:
+    return getattr(status, "name", None) in (names.ORCHESTRATOR_COLLECT, None)

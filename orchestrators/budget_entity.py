@@ -1,0 +1,48 @@
+"""The tenant budget entity: one Durable Entity per (tenant, source), key ``<tenant>:<source>``.
+
+A thin trigger over ``shared.budget``: it reads the settings and the wall clock (an entity operation is not
+replayed, so both are allowed here, unlike in orchestrator code), runs one operation and stores the state.
+Orchestrations talk to it with ``call_entity(EntityId("tenant_budget", key), op, request)``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import azure.durable_functions as df
+
+from shared import names
+from shared.budget import Budget, BudgetState
+from shared.budget_wire import BudgetRequest, entity_key, parse_entity_key
+from shared.settings import Settings
+
+bp = df.Blueprint()
+
+
+def entity_id(tenant_id: str, source: str) -> df.EntityId:
+    """The budget entity of one tenant and source (the key is validated and lower-cased)."""
+    return df.EntityId(names.ENTITY_BUDGET, entity_key(tenant_id, source))
+
+
+def run_operation(context: df.DurableEntityContext, settings: Settings, now: datetime) -> None:
+    """One budget operation; an invalid key or request raises, which fails only that operation."""
+    _, source = parse_entity_key(context.entity_key)
+    request = BudgetRequest.parse(context.operation_name, _input(context))
+    budget = Budget(BudgetState.from_json(context.get_state(lambda: None, expected_type=dict)))
+    answer = budget.handle(request, now, settings.budget(source).capacity)
+    context.set_state(budget.state.to_json())
+    context.set_result(answer)
+
+
+def _input(context: df.DurableEntityContext) -> Any:
+    try:
+        return context.get_input(expected_type=dict)
+    except (TypeError, ValueError):  # no input at all (``status`` needs none)
+        return None
+
+
+@bp.entity_trigger(context_name="context", entity_name=names.ENTITY_BUDGET)  # type: ignore[untyped-decorator]
+def tenant_budget(context: df.DurableEntityContext) -> None:
+    run_operation(context, Settings.from_env(os.environ), datetime.now(UTC))

@@ -1,0 +1,148 @@
+"""What crosses the wire to and from the tenant budget entity: its key, holder ids, requests and client options.
+
+The budget itself (``shared.budget``) is a pure state machine; this module only names, validates and (de)serialises.
+Every value here is checked, because the entity key becomes an instance id (``@tenant_budget@<key>``) and a request
+from an orchestration is still input from elsewhere.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from shared import names
+from shared.errors import RequestValidationError
+from shared.models import SOURCES, JsonDict
+
+OPERATIONS = ("acquire", "renew", "release", "release_collection", "status")
+"""``acquire`` asks for (or keeps) a slot and joins the queue if none is free; ``renew`` keeps a held slot without
+queueing; ``release`` gives a slot (or a queue place) back; ``release_collection`` releases every holder of one
+collection; ``status`` answers a snapshot."""
+
+_HOLDER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,63})/([0-9]{1,9})$")
+MAX_LEASE_SECONDS = 86_400.0
+MIN_WAIT_SECONDS = 0.01
+
+
+def entity_key(tenant_id: str, source: str) -> str:
+    """``<tenant>:<source>`` with the tenant lower-cased exactly as object names use it (ASCII only, no stripping).
+
+    One tenant spelled two ways (its GUID and its domain) gets two budgets: send one spelling consistently.
+    """
+    if source not in SOURCES:
+        raise RequestValidationError("source", f"must be one of {', '.join(SOURCES)}")
+    try:
+        tenant = names.tenant_component(tenant_id)
+    except ValueError:
+        raise RequestValidationError("tenantId", "must be a GUID or a DNS domain name") from None
+    return f"{tenant}:{source}"
+
+
+def parse_entity_key(key: str) -> tuple[str, str]:
+    """``(tenant, source)`` of a key made by ``entity_key``; anything else is refused (and owns no budget)."""
+    tenant, _, source = key.rpartition(":")
+    if entity_key(tenant, source) != key:
+        raise RequestValidationError("entityKey", "must be <tenant>:<source>, lower case")
+    return tenant, source
+
+
+def holder_id(collection_id: str, lane: int) -> str:
+    """The stable id of one lane of one collection: ``<collection>/<lane>`` (never a request id, which changes
+    when an orchestration episode is retried)."""
+    holder = f"{collection_id}/{lane}"
+    if not _HOLDER.fullmatch(holder):
+        raise RequestValidationError("holder", "must be <collection id>/<lane number>")
+    return holder
+
+
+def collection_of(holder: str) -> str:
+    return holder.partition("/")[0]
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetRequest:
+    """One operation on the budget. ``lease_seconds``: how long a grant lasts unless renewed; ``wait_seconds``: how
+    soon a queued holder promises to ask again."""
+
+    op: str
+    holder: str = ""
+    collection: str = ""
+    lease_seconds: float = 600.0
+    wait_seconds: float = 10.0
+
+    @classmethod
+    def parse(cls, op: str | None, data: Any) -> BudgetRequest:
+        if op not in OPERATIONS:
+            raise RequestValidationError("operation", f"must be one of {', '.join(OPERATIONS)}")
+        if op == "status":
+            return cls(op)
+        if not isinstance(data, dict):
+            raise RequestValidationError("input", "must be an object")
+        if op == "release_collection":
+            collection = data.get("collection")
+            if not isinstance(collection, str) or not names.is_safe_id(collection):
+                raise RequestValidationError("collection", "must be a collection id")
+            return cls(op, collection=collection)
+        holder = data.get("holder")
+        if not isinstance(holder, str) or not _HOLDER.fullmatch(holder):
+            raise RequestValidationError("holder", "must be <collection id>/<lane number>")
+        if op == "release":
+            return cls(op, holder=holder)
+        lease = _seconds(data.get("leaseSeconds"), "leaseSeconds", 1.0, MAX_LEASE_SECONDS)
+        wait = _seconds(data.get("waitSeconds"), "waitSeconds", MIN_WAIT_SECONDS, lease)
+        return cls(op, holder=holder, lease_seconds=lease, wait_seconds=wait)
+
+    def to_json(self) -> JsonDict:
+        if self.op == "status":
+            return {}
+        if self.op == "release_collection":
+            return {"collection": self.collection}
+        if self.op == "release":
+            return {"holder": self.holder}
+        return {"holder": self.holder, "leaseSeconds": self.lease_seconds, "waitSeconds": self.wait_seconds}
+
+
+def _seconds(value: Any, field: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise RequestValidationError(field, "must be a number of seconds")
+    if not low <= value <= high:
+        raise RequestValidationError(field, f"must be between {low:g} and {high:g}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetOptions:
+    """How a collection uses its tenant's budget, fixed when it starts (so a settings change never alters a replay).
+
+    ``capacity`` 0 means no budget: the collection never calls the entity. A held slot is renewed every third of
+    its lease, so two renewals can be late before it lapses; a queued lane asks again every ``poll_seconds``.
+    """
+
+    capacity: int = 0
+    lease_seconds: float = 600.0
+    poll_seconds: float = 10.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.capacity > 0
+
+    @property
+    def renew_seconds(self) -> float:
+        return self.lease_seconds / 3
+
+    def acquire(self, holder: str) -> BudgetRequest:
+        return BudgetRequest("acquire", holder, lease_seconds=self.lease_seconds, wait_seconds=self.poll_seconds)
+
+    def renew(self, holder: str) -> BudgetRequest:
+        return BudgetRequest("renew", holder, lease_seconds=self.lease_seconds, wait_seconds=self.poll_seconds)
+
+    def to_json(self) -> JsonDict:
+        return {"capacity": self.capacity, "leaseSeconds": self.lease_seconds, "pollSeconds": self.poll_seconds}
+
+    @classmethod
+    def from_json(cls, data: JsonDict | None) -> BudgetOptions:
+        if not data:
+            return cls()
+        return cls(int(data["capacity"]), float(data["leaseSeconds"]), float(data["pollSeconds"]))

@@ -1,0 +1,275 @@
+"""Graph audit log query probes: token, permission, one tiny query (create, poll, one page, list by name, DELETE).
+
+The query covers the last 15 minutes and is named ``ual-doctor-probe-<hex>``, which no collection query can be
+(collection queries are named ``ual-<collection>-<start>-<end>`` and matched on their window too). It is the one
+thing the doctor creates on the service; it is deleted at the end when the service allows it, else the result says
+it stays (finished queries do not count against the tenant's limit of queries running at once).
+
+The run is split in two (:meth:`GraphProbe.start`, :meth:`GraphProbe.finish`) so the Exchange probes can run while
+the service works on the query.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from shared.audit.auth import GRAPH_SCOPE, token_provider_for
+from shared.audit.config import AuditApiConfig
+from shared.audit.graph import GRAPH_API, GraphAuditClient
+from shared.audit.http import AuditHttpClient, http_client_for
+from shared.audit.ports import AuditFilters, QueryState, QueryStatus, TimeWindow
+from shared.doctor.fixes import GRAPH_PERMISSION_FIX, failure
+from shared.doctor.model import GRAPH_PROBES, Budget, ProbeResult, brief, differs, failed, ok, skipped
+from shared.doctor.tokens import probe_token
+from shared.errors import CollectorError, PermanentApiError
+
+WINDOW = timedelta(minutes=15)
+POLL_LIMIT_SECONDS = 240.0
+"""Longest the doctor waits for its query (the service often takes minutes; a longer wait is the user's call)."""
+FINISH_RESERVE_SECONDS = 20.0
+"""Kept back from polling for the list and DELETE calls that follow it."""
+_KNOWN_STATUSES = frozenset({"notstarted", "queued", "running", "succeeded", "failed", "cancelled"})
+
+
+def close_pages(pages: object) -> None:
+    """Stops a page generator early (the port types it as an iterator; the adapters' are generators)."""
+    close = getattr(pages, "close", None)
+    if callable(close):
+        close()
+
+
+def _short(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class GraphProbe:
+    config: AuditApiConfig
+    budget: Budget
+    now: Callable[[], datetime]
+    sleep: Callable[[float], None] = time.sleep
+    results: dict[str, ProbeResult] = field(default_factory=dict)
+    _client: GraphAuditClient | None = None
+    _http: AuditHttpClient | None = None
+    _query_id: str | None = None
+    _window: TimeWindow | None = None
+    _name: str = ""
+    _roles_note: str = ""
+
+    @property
+    def _endpoint(self) -> str:
+        return self.config.graph_base_url
+
+    def _fail(self, probe: str, exc: CollectorError) -> ProbeResult:
+        fix = GRAPH_PERMISSION_FIX + self._roles_note
+        return failure(probe, exc, endpoint=self._endpoint, endpoint_setting="AUDIT_GRAPH_BASE_URL", permission_fix=fix)
+
+    def _skip_rest(self, why: str) -> None:
+        for probe in GRAPH_PROBES:
+            self.results.setdefault(probe, skipped(probe, why))
+
+    # --- before the Exchange probes ------------------------------------------------------------------------------
+    def start(self) -> None:
+        tokens = token_provider_for(self.config)
+        result, facts = probe_token(
+            "graph.token", tokens, GRAPH_SCOPE, authority=self.config.authority_host, wanted="AuditLogsQuery"
+        )
+        self.results["graph.token"] = result
+        if facts is not None and facts.roles is not None:
+            self._roles_note = f" (the token's roles: {', '.join(facts.roles) or 'none'})"
+        if result.outcome.value != "ok":
+            self._skip_rest("needs graph.token, which failed")
+            return
+        self._client = GraphAuditClient(self.config, tokens=tokens)
+        self._http = http_client_for(self.config, tokens, GRAPH_API)
+        root = f"{self.config.graph_root}/security/auditLog/queries"
+        try:
+            listed = self._http.request_json("GET", root)
+        except CollectorError as exc:
+            self.results["graph.permission"] = self._fail("graph.permission", exc)
+            self._skip_rest("needs graph.permission, which failed")
+            return
+        items = listed.get("value") if listed else None
+        count = len(items) if isinstance(items, list) else 0
+        self.results["graph.permission"] = ok(
+            "graph.permission", f"listed audit log queries ({count} on the first page): the app may read them"
+        )
+        if self.budget.exhausted(FINISH_RESERVE_SECONDS):
+            self._skip_rest(self.budget.why_skipped())
+            return
+        end = self.now().replace(microsecond=0)
+        self._window = TimeWindow(end - WINDOW, end)
+        self._name = f"ual-doctor-probe-{uuid.uuid4().hex[:12]}"
+        try:
+            self._query_id = self._client.create_query(self._window, AuditFilters(), display_name=self._name)
+        except CollectorError as exc:
+            self.results["graph.query"] = self._fail("graph.query", exc)
+            self._skip_rest("needs graph.query, which failed")
+
+    # --- after them ----------------------------------------------------------------------------------------------
+    def finish(self) -> None:
+        if self._query_id is None or self._client is None or self._window is None:
+            self._skip_rest("needs graph.query")
+            self._close()
+            return
+        try:
+            status = self._poll()
+            if status is not None:
+                if status.state is QueryState.SUCCEEDED:
+                    self.results["graph.records"] = self._read_one_page()
+                if self.budget.exhausted(FINISH_RESERVE_SECONDS / 2):
+                    self.results["graph.list"] = skipped("graph.list", self.budget.why_skipped())
+                else:
+                    self.results["graph.list"] = self._list_by_name()
+        finally:
+            self.results["graph.delete"] = self._delete()  # always: it is the clean-up
+            self._skip_rest("needs graph.query, which failed")
+            self._close()
+
+    def _close(self) -> None:
+        for client in (self._client, self._http):
+            if client is not None:
+                client.close()
+
+    def _poll(self) -> QueryStatus | None:
+        assert self._client is not None and self._query_id is not None and self._window is not None
+        started = self.budget.elapsed()
+        limit = min(POLL_LIMIT_SECONDS, self.budget.remaining() - FINISH_RESERVE_SECONDS)
+        interval = 1.0
+        span = f"{_short(self._window.start)}..{_short(self._window.end)}"
+        what = f"created query {self._query_id} '{self._name}' over {span}"
+        while True:
+            try:
+                status = self._client.get_query(self._query_id)
+            except CollectorError as exc:
+                self.results["graph.query"] = self._fail("graph.query", exc)
+                return None
+            waited = self.budget.elapsed() - started
+            if status.state is not QueryState.PENDING:
+                break
+            if waited + interval > limit:
+                self.results["graph.query"] = ok(
+                    "graph.query", f"{what}; still {status.raw_status} after {waited:.0f} s (the doctor stops waiting)"
+                )
+                self.results["graph.records"] = skipped(
+                    "graph.records",
+                    f"the query did not finish within {waited:.0f} s; queries can take minutes: give a longer "
+                    "--timeout / timeoutSeconds to read a page",
+                )
+                return status
+            self.sleep(interval)
+            interval = min(interval * 1.5, 10.0)
+        raw = status.raw_status
+        if status.state is not QueryState.SUCCEEDED:
+            self.results["graph.query"] = failed(
+                "graph.query",
+                f"{what}; the service reports it {raw}",
+                "check that auditing is on in the tenant (Microsoft Purview portal -> Audit) and run the doctor again",
+            )
+            self.results["graph.records"] = skipped("graph.records", f"the query ended {raw}")
+            return status
+        approx = status.approximate_record_count
+        self.results["graph.query"] = ok(
+            "graph.query",
+            f"{what}; {raw} after {waited:.0f} s"
+            + (f" (about {approx:,} records)" if approx is not None else "")
+            + ("" if raw.lower() in _KNOWN_STATUSES else f"; status {raw!r} is not one the collector knows"),
+        )
+        return status
+
+    def _read_one_page(self) -> ProbeResult:
+        assert self._client is not None and self._query_id is not None and self._window is not None
+        pages = self._client.iter_record_pages(self._query_id)
+        try:
+            page = next(pages, None)
+        except CollectorError as exc:
+            return self._fail("graph.records", exc)
+        finally:
+            close_pages(pages)
+        if page is None:
+            return differs("graph.records", "the records of a succeeded query gave no page at all")
+        inside = sum(1 for r in page.records if self._inside(r))
+        detail = (
+            f"read the first records page: {len(page.records):,} records, {inside:,} inside the query's window "
+            f"(the rest is the service's usual spill-over, trimmed by the collector)"
+        )
+        if page.malformed:
+            detail += f"; {len(page.malformed)} malformed (the collector quarantines them)"
+        return ok("graph.records", detail)
+
+    def _inside(self, record: dict[str, Any]) -> bool:
+        assert self._window is not None
+        text = record.get("createdDateTime")
+        try:
+            moment = datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        return moment.tzinfo is not None and self._window.contains(moment)
+
+    def _names(self, display_name: str) -> list[str]:
+        """The displayNames on the first page of the list filtered by ``display_name``."""
+        assert self._http is not None
+        root = f"{self.config.graph_root}/security/auditLog/queries"
+        escaped = display_name.replace("'", "''")
+        body = self._http.request_json("GET", root, params={"$filter": f"displayName eq '{escaped}'"})
+        items = body.get("value") if body else None
+        return [str(i.get("displayName")) for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    def _list_by_name(self) -> ProbeResult:
+        assert self._client is not None and self._window is not None
+        try:
+            try:
+                ours = self._names(self._name)
+            except PermanentApiError as exc:
+                if exc.status != 400 or exc.dooms_collection:
+                    raise
+                how = f"refused (400: {brief(exc)})"
+            else:
+                others = self._names(f"{self._name}-absent")
+                if others:
+                    how = "ignored (a name no query has listed other queries)"
+                elif self._name in ours:
+                    how = "honoured"
+                else:
+                    return differs(
+                        "graph.list",
+                        f"$filter=displayName eq '{self._name}' listed no query, right after creating one by that name",
+                    )
+            found = self._client.find_query(self._window, display_name=self._name)
+        except CollectorError as exc:
+            return self._fail("graph.list", exc)
+        if found != self._query_id:
+            return differs(
+                "graph.list",
+                f"$filter was {how}, and the collector's look-up by name did not find the query it created "
+                f"(found {found!r}): a lost create response could make it create a second query",
+            )
+        return ok(
+            "graph.list",
+            f"$filter=displayName was {how}; the collector's look-up by name (bounded pages, names matched by the "
+            "collector itself) found the query",
+        )
+
+    def _delete(self) -> ProbeResult:
+        assert self._client is not None and self._query_id is not None
+        left = f"query '{self._name}' ({self._query_id}) stays on the service"
+        try:
+            outcome = self._client.delete_query(self._query_id)
+        except CollectorError as exc:
+            return differs("graph.delete", f"DELETE answered neither 2xx nor 404 ({brief(exc)}); {left}")
+        if outcome.deleted:
+            return ok(
+                "graph.delete",
+                "DELETE answered 2xx: the query was deleted (the service supports deletion today; "
+                "COLLECTOR_DELETE_QUERIES=true would remove each chunk's query)",
+            )
+        return ok(
+            "graph.delete",
+            f"DELETE unsupported ({brief(outcome.detail)}); {left} (finished queries do not count against the tenant's "
+            "limit of running queries; keep COLLECTOR_DELETE_QUERIES off)",
+        )

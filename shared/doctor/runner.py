@@ -1,0 +1,125 @@
+"""Run every probe against one tenant, within a time budget, and return one result per probe.
+
+Order of work: settings; the output store; the Graph token, permission and the tiny query's creation; the Exchange
+probes (while the service works on the query); then the query's status, one page, the look-up by name and the DELETE.
+A probe whose prerequisite failed is reported ``skipped`` with the reason. The audit API calls use the collector's
+adapters with the collector's settings, except that retries are bounded tighter (3 attempts, waits of at most 5 s,
+30 s per HTTP call) so that an unreachable or failing service is reported within the budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+
+from shared.audit.config import AuditApiConfig
+from shared.doctor.exchange_probe import ExchangeProbe
+from shared.doctor.fixes import TENANT_SETTING, config_failure
+from shared.doctor.graph_probe import GraphProbe
+from shared.doctor.model import (
+    EXCHANGE_PROBES,
+    GRAPH_PROBES,
+    SOURCES,
+    Budget,
+    DoctorReport,
+    ProbeResult,
+    failed,
+    ok,
+    ordered,
+    skipped,
+)
+from shared.doctor.storage_probe import probe_storage
+from shared.errors import ConfigError
+from shared.settings import Settings
+from shared.validation import InvalidRequest, validate_tenant_id
+
+DEFAULT_BUDGET_SECONDS = 300.0
+_MAX_ATTEMPTS = 3
+_MAX_RETRY_WAIT_SECONDS = 5.0
+_HTTP_TIMEOUT_SECONDS = 30.0
+
+
+def doctor_config(settings: Settings, tenant: str) -> AuditApiConfig:
+    """The adapters' config for ``tenant`` from the app settings, with the doctor's tighter retry bounds."""
+    config = AuditApiConfig(**settings.audit.config_kwargs(tenant))
+    return dataclasses.replace(
+        config,
+        max_attempts=min(config.max_attempts, _MAX_ATTEMPTS),
+        max_retry_wait_seconds=min(config.max_retry_wait_seconds, _MAX_RETRY_WAIT_SECONDS),
+        http_timeout_seconds=min(config.http_timeout_seconds, _HTTP_TIMEOUT_SECONDS),
+    )
+
+
+def _probes_for(source: str) -> tuple[str, ...]:
+    return (
+        ("storage",) + (GRAPH_PROBES if source != "exchange" else ()) + (EXCHANGE_PROBES if source != "graph" else ())
+    )
+
+
+def _settings_detail(settings: Settings, config: AuditApiConfig) -> str:
+    credential = "client secret" if config.client_secret else "certificate"
+    output = (
+        f"blob container {settings.output_container}"
+        if settings.sink_kind == "blob"
+        else f"folder {settings.output_folder or 'output'}"
+    )
+    return (
+        f"app settings read: app {config.client_id} with a {credential}; authority {config.authority_host}; "
+        f"Graph {config.graph_root}; Exchange {config.exchange_root}; output to {output}; query deletion "
+        f"{'on' if settings.delete_queries else 'off'}"
+    )
+
+
+def _check_settings(env: Mapping[str, str], tenant: str) -> tuple[ProbeResult, Settings | None, AuditApiConfig | None]:
+    try:
+        validate_tenant_id(tenant)
+    except InvalidRequest as exc:
+        return failed("settings", f"{TENANT_SETTING}: {exc.message}", f"give {TENANT_SETTING} correctly"), None, None
+    try:
+        settings = Settings.from_env(env)
+        config = doctor_config(settings, tenant)
+    except ConfigError as exc:
+        return config_failure("settings", exc), None, None
+    return ok("settings", _settings_detail(settings, config)), settings, config
+
+
+def run_doctor(
+    env: Mapping[str, str],
+    tenant: str,
+    source: str = "all",
+    *,
+    budget_seconds: float = DEFAULT_BUDGET_SECONDS,
+    clock: Callable[[], float] = time.monotonic,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+) -> DoctorReport:
+    """Probe ``tenant`` with the app settings in ``env`` (``source``: graph, exchange or all)."""
+    if source not in SOURCES:
+        raise ValueError(f"source must be one of {', '.join(SOURCES)}")
+    budget = Budget(budget_seconds, clock)
+    results: dict[str, ProbeResult] = {}
+    settings_result, settings, config = _check_settings(env, tenant)
+    results["settings"] = settings_result
+    if settings is None or config is None:
+        for probe in _probes_for(source):
+            results[probe] = skipped(probe, "needs settings, which failed")
+        return DoctorReport(tenant, source, ordered(results.values()), budget.elapsed())
+
+    results["storage"] = probe_storage(settings)
+    graph = GraphProbe(config, budget, now, sleep) if source != "exchange" else None
+    if graph is not None:
+        graph.start()
+    if source != "graph":
+        exchange = ExchangeProbe(config, budget, now)
+        if budget.exhausted():
+            for probe in EXCHANGE_PROBES:
+                exchange.results[probe] = skipped(probe, budget.why_skipped())
+        else:
+            exchange.run()
+        results.update(exchange.results)
+    if graph is not None:
+        graph.finish()
+        results.update(graph.results)
+    return DoctorReport(tenant, source, ordered(results.values()), budget.elapsed())
