@@ -109,7 +109,7 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
         source=request.source,
         filters=filters_to_json(request.filters),
         options=RunOptions.from_settings(
-            settings, request.max_concurrency, high_completeness=request.high_completeness
+            settings, request.max_concurrency, source=request.source, high_completeness=request.high_completeness
         ),
         plan=ChunkPlan(request.start, request.end, timedelta(minutes=request.interval_minutes)),
     )
@@ -153,6 +153,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "failures": failures,
         "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,
         "stopping": progress.get("stopping") if not output else None,
+        "budget": source.get("budget"),
         "manifest": output.get("manifest"),
         "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,
         "parentCollectionId": output.get("parentCollectionId") or (spec.parent_collection_id if spec else None),

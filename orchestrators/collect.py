@@ -13,11 +13,12 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators.budget_entity import entity_id
 from shared import names
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
 from shared.redact import redact
 from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import CallActivity, Carried, Step
+from shared.window_state import RENEW, CallActivity, CallEntity, Cancel, Carried, SignalEntity, Step
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +31,9 @@ def _ranges(spec: CollectionSpec) -> list[JsonDict]:
     return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.explicit]
 
 
+ACTIVITY, TIMER, ENTITY = "activity", "timer", "entity"
+"""What a waiting task is: a lane's activity, a lane's (or the renewal's) timer, an entity call."""
+
 NUDGE_HORIZON = timedelta(days=2)
 """How far ahead the nudge timer is set. It is cancelled before it is ever reported, so it never fires in practice;
 should an execution outlive it, its firing is a harmless no-op (see ``collect``)."""
@@ -40,31 +44,43 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
     payload = _input_of(context)
     spec = CollectionSpec.from_json(payload["spec"])
     window = CollectionWindow(spec, Carried.from_json(payload.get("state")), now=context.current_utc_datetime)
-    # task -> (lane id, is_timer); rebuilt identically on every replay because the steps are deterministic.
-    waiting: list[tuple[Any, int, bool]] = []
+    budget = entity_id(spec.tenant_id, spec.source) if spec.options.budget.enabled else None
+    # task -> (lane id, kind); rebuilt identically on every replay because the steps are deterministic.
+    waiting: list[tuple[Any, int, str]] = []
     steps: list[Step] = window.resume() + window.fill()
 
     while True:
         added = False
         for step in steps:
             if isinstance(step, CallActivity):
-                waiting.append((context.call_activity(step.name, step.input), step.lane, False))
+                waiting.append((context.call_activity(step.name, step.input), step.lane, ACTIVITY))
                 added = True
-            elif window.switching:
+            elif isinstance(step, CallEntity):
+                waiting.append((context.call_entity(budget, step.operation, step.input), step.lane, ENTITY))
+                added = True
+            elif isinstance(step, SignalEntity):
+                context.signal_entity(budget, step.operation, step.input)  # one-way: no open task
+            elif isinstance(step, Cancel):
+                waiting = _cancel_timer(waiting, step.lane)
+            elif window.switching and step.lane != RENEW:
                 window.park(step.lane)  # a timer for the next execution: never created in this one
             else:
-                waiting.append((context.create_timer(step.until), step.lane, True))
+                waiting.append((context.create_timer(step.until), step.lane, TIMER))
                 added = True
         if window.switching:
             # Park every lane that is only waiting: cancel its timer (a cancelled timer is no longer an open task, so
             # it does not hold the execution open: DTFx TaskOrchestrationContext.CreateTimer) and carry its due time.
-            for task, lane_id, is_timer in waiting:
-                if is_timer:
+            # The budget's renewal timer runs on until the execution ends: a switch may wait for a long export.
+            for task, lane_id, kind in waiting:
+                if kind == TIMER and lane_id != RENEW:
                     if not task.is_completed:
                         task.cancel()
                     window.park(lane_id, fired=task.is_completed)
-            waiting = [entry for entry in waiting if not entry[2]]
-        if window.should_continue_as_new or not window.lanes:
+            waiting = [entry for entry in waiting if entry[2] != TIMER or entry[1] == RENEW]
+        if window.should_continue_as_new or not window.busy:
+            for task, _, kind in waiting:  # only the renewal timer can be left: its due time is carried
+                if kind == TIMER and not task.is_completed:
+                    task.cancel()
             break
         tasks = [task for task, _, _ in waiting]
         if not tasks:  # every lane has its step in flight or is parked for a switch: this cannot be empty
@@ -88,12 +104,14 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             steps = []  # only if an execution outlived the horizon: nothing finished, wait again
             continue
         index = next(i for i, (task, _, _) in enumerate(waiting) if task is winner)
-        _, lane_id, is_timer = waiting.pop(index)
-        if is_timer:
+        _, lane_id, kind = waiting.pop(index)
+        if kind == TIMER:
             steps = window.on_timer(lane_id)
+        elif kind == ENTITY:
+            steps = window.on_budget(lane_id, _answer_of(winner))
         else:
             steps = window.on_result(lane_id, _result_of(winner))
-        if not context.is_replaying and window.lanes.get(lane_id) is None:
+        if not context.is_replaying and lane_id != RENEW and window.lanes.get(lane_id) is None:
             logger.info("collection %s: lane %d done, %s", spec.collection_id, lane_id, window.status()["percent"])
         steps += window.fill()
 
@@ -112,6 +130,8 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
 
     provisional = window.output(None)
     context.set_custom_status({**window.status(), "finalizing": True})
+    if budget is not None:  # a safety net: every lane released its slot as it ended
+        context.signal_entity(budget, "release_collection", {"collection": spec.collection_id})
     finalize = context.call_activity(
         names.ACTIVITY_FINALIZE,
         {
@@ -152,6 +172,20 @@ def _input_of(context: df.DurableOrchestrationContext) -> JsonDict:
     if not isinstance(value, dict):
         raise TypeError(f"collect_orchestrator expects an object input, got {type(value).__name__}")
     return value
+
+
+def _cancel_timer(waiting: list[tuple[Any, int, str]], lane_id: int) -> list[tuple[Any, int, str]]:
+    """Cancel the lane's timer (if it fired meanwhile, its firing is simply not looked at) and stop waiting for it."""
+    for task, lane, kind in waiting:
+        if kind == TIMER and lane == lane_id and not task.is_completed:
+            task.cancel()
+    return [entry for entry in waiting if entry[2] != TIMER or entry[1] != lane_id]
+
+
+def _answer_of(task: Any) -> JsonDict | None:
+    """The budget entity's answer, or ``None`` when its operation failed (the lane retries, as after a crash)."""
+    result = task.result
+    return result if isinstance(result, dict) else None
 
 
 def _result_of(task: Any) -> ActivityResult:

@@ -22,7 +22,7 @@ Rules:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from shared.budget_wire import BudgetRequest, collection_of
@@ -118,6 +118,13 @@ class Budget:
             return self._acquire(request, now, capacity)
         if request.op == "renew":
             return self._renew(request, now, capacity)
+        if request.op == "renew_collection":
+            lost = [
+                holder
+                for holder in request.holders
+                if not self._renew(replace(request, op="renew", holder=holder), now, capacity)["granted"]
+            ]
+            return {"renewed": len(request.holders) - len(lost), "lost": lost, **self._counts(capacity)}
         if request.op == "release":
             released = self._release(request.holder)
             return {"released": released, **self._counts(capacity)}

@@ -16,13 +16,16 @@ from shared import names
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict
 
-OPERATIONS = ("acquire", "renew", "release", "release_collection", "status")
+OPERATIONS = ("acquire", "renew", "renew_collection", "release", "release_collection", "status")
 """``acquire`` asks for (or keeps) a slot and joins the queue if none is free; ``renew`` keeps a held slot without
-queueing; ``release`` gives a slot (or a queue place) back; ``release_collection`` releases every holder of one
-collection; ``status`` answers a snapshot."""
+queueing; ``renew_collection`` renews the listed holders of one collection at once (one operation per renewal period
+for the whole collection, instead of one per lane); ``release`` gives a slot (or a queue place) back;
+``release_collection`` releases every holder of one collection; ``status`` answers a snapshot."""
 
 _HOLDER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,63})/([0-9]{1,9})$")
 MAX_LEASE_SECONDS = 86_400.0
+MAX_HOLDERS = 1000
+"""Holders one ``renew_collection`` may list (a collection's K is at most 100 lanes)."""
 MIN_WAIT_SECONDS = 0.01
 
 
@@ -71,6 +74,8 @@ class BudgetRequest:
     collection: str = ""
     lease_seconds: float = 600.0
     wait_seconds: float = 10.0
+    holders: tuple[str, ...] = ()
+    """``renew_collection``: the holders (all of ``collection``) whose slots to renew."""
 
     @classmethod
     def parse(cls, op: str | None, data: Any) -> BudgetRequest:
@@ -85,6 +90,8 @@ class BudgetRequest:
             if not isinstance(collection, str) or not names.is_safe_id(collection):
                 raise RequestValidationError("collection", "must be a collection id")
             return cls(op, collection=collection)
+        if op == "renew_collection":
+            return cls._renew_collection(data)
         holder = data.get("holder")
         if not isinstance(holder, str) or not _HOLDER.fullmatch(holder):
             raise RequestValidationError("holder", "must be <collection id>/<lane number>")
@@ -94,9 +101,33 @@ class BudgetRequest:
         wait = _seconds(data.get("waitSeconds"), "waitSeconds", MIN_WAIT_SECONDS, lease)
         return cls(op, holder=holder, lease_seconds=lease, wait_seconds=wait)
 
+    @classmethod
+    def _renew_collection(cls, data: JsonDict) -> BudgetRequest:
+        collection = data.get("collection")
+        if not isinstance(collection, str) or not names.is_safe_id(collection):
+            raise RequestValidationError("collection", "must be a collection id")
+        holders = data.get("holders")
+        if not isinstance(holders, list) or len(holders) > MAX_HOLDERS:
+            raise RequestValidationError("holders", f"must be a list of at most {MAX_HOLDERS} holder ids")
+        for holder in holders:
+            if not isinstance(holder, str) or not _HOLDER.fullmatch(holder) or collection_of(holder) != collection:
+                raise RequestValidationError("holders", "must be <collection id>/<lane number> of that collection")
+        lease = _seconds(data.get("leaseSeconds"), "leaseSeconds", 1.0, MAX_LEASE_SECONDS)
+        wait = _seconds(data.get("waitSeconds"), "waitSeconds", MIN_WAIT_SECONDS, lease)
+        return cls(
+            "renew_collection", collection=collection, lease_seconds=lease, wait_seconds=wait, holders=tuple(holders)
+        )
+
     def to_json(self) -> JsonDict:
         if self.op == "status":
             return {}
+        if self.op == "renew_collection":
+            return {
+                "collection": self.collection,
+                "holders": list(self.holders),
+                "leaseSeconds": self.lease_seconds,
+                "waitSeconds": self.wait_seconds,
+            }
         if self.op == "release_collection":
             return {"collection": self.collection}
         if self.op == "release":
@@ -137,6 +168,15 @@ class BudgetOptions:
 
     def renew(self, holder: str) -> BudgetRequest:
         return BudgetRequest("renew", holder, lease_seconds=self.lease_seconds, wait_seconds=self.poll_seconds)
+
+    def renew_collection(self, collection: str, holders: list[str]) -> BudgetRequest:
+        return BudgetRequest(
+            "renew_collection",
+            collection=collection,
+            lease_seconds=self.lease_seconds,
+            wait_seconds=self.poll_seconds,
+            holders=tuple(holders),
+        )
 
     def to_json(self) -> JsonDict:
         return {"capacity": self.capacity, "leaseSeconds": self.lease_seconds, "pollSeconds": self.poll_seconds}

@@ -19,15 +19,19 @@ from datetime import UTC, datetime
 from shared import chunk_rules, names, progress_grid
 from shared.collection_spec import CollectionSpec
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
+from shared.window_budget import BudgetLanes
 from shared.window_state import (
+    BUDGET,
     COLLECT,
     DELETE,
     PARKED_CALL,
     PARKED_TIMER,
     POLL,
     QUERY_DISPOSITIONS,
+    RENEW,
     SUBMIT,
     CallActivity,
+    CallEntity,
     Carried,
     Failure,
     Lane,
@@ -42,7 +46,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 __all__ = ["CollectionSpec", "CollectionWindow"]
 
 
-class CollectionWindow:
+class CollectionWindow(BudgetLanes):
     """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and execution switches."""
 
     def __init__(self, spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH) -> None:
@@ -57,6 +61,8 @@ class CollectionWindow:
         """How long the most recent activity of any lane took (what a chunk started while switching may take)."""
         self._carried_lanes, self.state.lanes = self.state.lanes, []
         self.grid = progress_grid.GridPublisher(spec)
+        self.renewing = False
+        """The collection-wide renewal of its budget slots is in flight (an entity call of this execution)."""
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -89,8 +95,13 @@ class CollectionWindow:
 
     @property
     def should_continue_as_new(self) -> bool:
-        """Switching, and every lane is parked (no activity of this execution is still in flight)."""
-        return self.switching and all(lane.parked for lane in self.lanes.values())
+        """Switching, and every lane is parked (no activity or entity call of this execution is still in flight)."""
+        return self.switching and not self.renewing and all(lane.parked for lane in self.lanes.values())
+
+    @property
+    def busy(self) -> bool:
+        """Lanes remain, or the renewal's answer is awaited (an entity answer reaches only the execution that asked)."""
+        return bool(self.lanes) or self.renewing
 
     # --- transitions -----------------------------------------------------------------------------------------
     def resume(self) -> list[Step]:
@@ -98,7 +109,11 @@ class CollectionWindow:
         for lane in self._carried_lanes:
             self.lanes[lane.id] = lane
         self._carried_lanes = []
-        return self._unpark()
+        steps = self._unpark()
+        if self.state.renew_due is not None:  # the renewal timer of the previous execution, again
+            due = self.state.renew_due
+            steps += [Wait(RENEW, due)] if due > self.now else self._renew()
+        return steps
 
     def _unpark(self) -> list[Step]:
         """Steps for the parked lanes: a timer at the due time they kept, or their call at once.
@@ -124,8 +139,10 @@ class CollectionWindow:
         flight do (the budget of chunks per execution is a bound on history, not a reason to idle).
         """
         steps: list[Step] = []
-        while len(self.lanes) < self.options.max_concurrency and (
-            self.may_start() or (self.switching and self._fits_before_switch(self._last_call_seconds))
+        while (
+            len(self.lanes) < self.options.max_concurrency
+            and self._queued() is None  # while one lane waits for tenant budget, the others wait unstarted
+            and (self.may_start() or (self.switching and self._fits_before_switch(self._last_call_seconds)))
         ):
             if self.state.requeued:
                 chunk = self.state.requeued.pop(0)
@@ -138,8 +155,9 @@ class CollectionWindow:
         return steps
 
     def _start_lane(self, chunk: Chunk) -> list[Step]:
-        """The one place a chunk's lane begins (it holds its slot until ``_end``)."""
-        lane = Lane(self.state.next_lane, chunk, SUBMIT if self.spec.source == "graph" else COLLECT)
+        """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it first asks
+        for a slot (``BUDGET``), and its server-side work starts once granted."""
+        lane = Lane(self.state.next_lane, chunk, BUDGET if self.budget.enabled else self._first_phase())
         self.state.next_lane += 1
         self.started_this_execution += 1
         self.lanes[lane.id] = lane
@@ -154,8 +172,13 @@ class CollectionWindow:
         lane.parked = PARKED_TIMER if lane.due is not None and not fired else PARKED_CALL
 
     def on_timer(self, lane_id: int) -> list[Step]:
-        """A lane's poll or back-off timer fired: issue its current step again."""
-        return self._next_call(self.lanes[lane_id])
+        """A lane's poll or back-off timer fired: issue its current step again (or the collection's renewal)."""
+        if lane_id == RENEW:
+            return self._renew()
+        lane = self.lanes[lane_id]
+        if lane.phase == BUDGET and self.state.doomed is not None:
+            return self._conclude(lane, ("unstarted", None))
+        return self._next_call(lane)
 
     def on_result(self, lane_id: int, result: ActivityResult) -> list[Step]:
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
@@ -258,10 +281,12 @@ class CollectionWindow:
             assert isinstance(value, Failure)
             self.state.failed += 1
             self.state.failures.append(value)
+        elif kind == "unstarted":  # it waited for tenant budget and gave up its turn (or the collection is doomed)
+            self.state.requeued.insert(0, lane.chunk)
         else:
             self.state.splits += 1
             self.state.requeued[:0] = list(lane.chunk.halves())
-        return []
+        return self._release(lane)
 
     # --- issuing steps (or parking them while the window switches executions) ---------------------------------
     def _next_call(self, lane: Lane) -> list[Step]:
@@ -293,7 +318,9 @@ class CollectionWindow:
             return []
         return [Wait(lane.id, until)]
 
-    def _call(self, lane: Lane) -> CallActivity:
+    def _call(self, lane: Lane) -> CallActivity | CallEntity:
+        if lane.phase == BUDGET:
+            return self._acquire(lane)
         if lane.attempts == 0 or lane.step_failures > 0:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
             # Polls and the submit → collect hand-over belong to the same attempt.
@@ -325,7 +352,7 @@ class CollectionWindow:
     # --- continue-as-new, status, output ---------------------------------------------------------------------
     def carry(self) -> Carried:
         """The state for the next execution: counters, what polling learned, and every lane, parked."""
-        busy = [lane.id for lane in self.lanes.values() if not lane.parked]
+        busy = [lane.id for lane in self.lanes.values() if not lane.parked] + ([RENEW] if self.renewing else [])
         if busy:
             raise RuntimeError(f"continue-as-new with lanes {busy} busy would lose their results")
         carried = Carried.from_json(self.state.to_json())
@@ -352,6 +379,7 @@ class CollectionWindow:
             "switching": self.switching,
             "grid": self.grid.publish(self.state, self.lanes.values()),
             "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
+            "budget": self._budget_status(),
         }
 
     def output(self, manifest: str | None) -> JsonDict:

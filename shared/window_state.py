@@ -12,90 +12,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from shared.models import ActivityError, Chunk, ChunkSummary, JsonDict, iso, parse_iso
-from shared.settings import Settings
+from shared.run_options import RunOptions
 
-POLL_LEAD = 0.9
-"""The first status check of a query comes at this fraction of the expected running time ("a little before it")."""
 LEARNED_DURATIONS = 8
 """How many recent query running times the expectation is learned from (carried across continue-as-new)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """Per-collection knobs, fixed when the collection starts (so a settings change never alters a replay)."""
-
-    max_concurrency: int = 3
-    poll_interval_seconds: float = 30.0
-    """The first status check of a query before any query of the collection finished (nothing learned yet)."""
-    poll_min_interval_seconds: float = 10.0
-    poll_fraction: float = 0.1
-    """After the first check, the next comes ``fraction x the time the query has run`` later, within [min, max]."""
-    poll_max_interval_seconds: float = 300.0
-    max_polls: int = 240
-    max_attempts: int = 4
-    retry_base_seconds: float = 15.0
-    retry_max_seconds: float = 600.0
-    min_split_seconds: int = 60
-    chunks_per_execution: int = 20
-    max_records_per_chunk: int = 0
-    delete_queries: bool = False
-    """Send a DELETE for each Graph query once its chunk is decided (the service does not support it today)."""
-    high_completeness: bool = False
-    """Ask Exchange for completeness over speed (``-HighCompleteness``); set per request."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings, max_concurrency: int, *, high_completeness: bool = False) -> RunOptions:
-        return cls(
-            max_concurrency=max_concurrency,
-            poll_interval_seconds=settings.poll_interval_seconds,
-            poll_min_interval_seconds=settings.poll_min_interval_seconds,
-            poll_fraction=settings.poll_fraction,
-            poll_max_interval_seconds=settings.poll_max_interval_seconds,
-            max_polls=settings.max_polls,
-            max_attempts=settings.max_attempts,
-            retry_base_seconds=settings.retry_base_seconds,
-            retry_max_seconds=settings.retry_max_seconds,
-            min_split_seconds=settings.min_split_seconds,
-            chunks_per_execution=settings.chunks_per_execution,
-            max_records_per_chunk=settings.max_records_per_chunk,
-            delete_queries=settings.delete_queries,
-            high_completeness=high_completeness,
-        )
-
-    def first_poll(self, expected: float | None) -> float:
-        """Seconds from a query's submission to its first status check.
-
-        ``expected`` is what this collection learned about its queries (the shortest recent running time): the first
-        check comes a little before it, so a query like the others is found finished at the first or second check.
-        """
-        first = self.poll_interval_seconds if expected is None else POLL_LEAD * expected
-        return max(first, self._poll_floor())
-
-    def next_poll(self, running: float) -> float:
-        """Seconds until the next status check of a query that has run ``running`` seconds and is not finished.
-
-        A query that finishes between two checks is noticed at most ``poll_fraction x`` its running time late (when
-        the interval is within [min, max]): the checks adapt to how long the query has run.
-        """
-        return min(max(self.poll_fraction * running, self._poll_floor()), self.poll_max_interval_seconds)
-
-    def _poll_floor(self) -> float:
-        """The shortest interval between checks: the minimum, unless the maximum is lower (a cap is a cap)."""
-        return min(self.poll_min_interval_seconds, self.poll_max_interval_seconds)
-
-    def retry_delay(self, failed_attempts: int, retry_after: float | None) -> float:
-        """Seconds before the next attempt: exponential from the base, capped, never below Retry-After."""
-        delay: float = min(self.retry_base_seconds * float(2 ** max(0, failed_attempts - 1)), self.retry_max_seconds)
-        return max(delay, retry_after or 0.0)
-
-    def to_json(self) -> JsonDict:
-        return {name: getattr(self, name) for name in self.__slots__}
-
-    @classmethod
-    def from_json(cls, data: JsonDict) -> RunOptions:
-        """Unknown keys (an option of an older or newer version) are ignored; missing ones take their default."""
-        known = {name: data[name] for name in cls.__slots__ if name in data}
-        return cls(**known)
 
 
 @dataclass(slots=True)
@@ -123,8 +43,13 @@ def no_queries() -> dict[str, int]:
 
 
 # Lane phases. Graph: SUBMIT -> POLL (a timer, then one activity that checks the query and exports it once it is
-# done) [-> DELETE when deletion is on]. Exchange: COLLECT (one activity per InvokeCommand call).
+# done) [-> DELETE when deletion is on]. Exchange: COLLECT (one activity per InvokeCommand call). With a tenant
+# budget, a lane begins in BUDGET (waiting for tenant budget: asking the entity for a slot) before either.
 SUBMIT, POLL, EXPORT, DELETE, COLLECT = "submit", "poll", "export", "delete", "collect"
+BUDGET = "waiting for tenant budget"
+
+RENEW = -1
+"""The pseudo-lane of the collection-wide lease renewal (its timer and its entity call), never a key of ``lanes``."""
 
 # What a parked lane does first in the next execution: issue its step at once, or wait for its timer's due time.
 PARKED_CALL, PARKED_TIMER = "call", "timer"
@@ -146,6 +71,8 @@ _LANE_KEYS = frozenset(
         "calls",
         "callSeconds",
         "ending",
+        "holdsSlot",
+        "budgetWaits",
     }
 )
 
@@ -182,6 +109,10 @@ class Lane:
     """When the lane's activity in flight was issued (not carried: no activity is in flight across executions)."""
     call_seconds: float | None = None
     """How long the lane's last activity took, from its issue to its result: what its next call is expected to take."""
+    holds_slot: bool = False
+    """The lane holds a tenant budget slot (granted, not yet released): renewed with the collection's others."""
+    budget_waits: int = 0
+    """Times the budget answered this lane "queued" (it waits for tenant budget while this is > 0 in BUDGET)."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -220,6 +151,8 @@ class Lane:
             "calls": self.calls,
             "callSeconds": self.call_seconds,
             "ending": ending,
+            "holdsSlot": self.holds_slot,
+            "budgetWaits": self.budget_waits,
         }
 
     @classmethod
@@ -248,6 +181,8 @@ class Lane:
             calls=int(data.get("calls", 0)),
             call_seconds=float(data["callSeconds"]) if data.get("callSeconds") is not None else None,
             ending=ending,
+            holds_slot=bool(data.get("holdsSlot", False)),
+            budget_waits=int(data.get("budgetWaits", 0)),
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 
@@ -275,6 +210,12 @@ class Carried:
     """Lanes in flight when the previous execution ended, each parked with what it does next."""
     durations: list[float] = field(default_factory=list)
     """Running times (seconds) of this collection's most recent finished Graph queries, newest last."""
+    renew_due: datetime | None = None
+    """When the collection's held budget slots are renewed next (None: no renewal pending)."""
+    budget_waits: int = 0
+    """Times a lane of this collection was answered "queued" by the tenant budget."""
+    budget_lost: int = 0
+    """Slots a renewal found lost (held past their lease without renewal): the lane went on regardless."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -293,6 +234,9 @@ class Carried:
             "queries": dict(self.queries),
             "lanes": [lane.to_json() for lane in self.lanes],
             "durations": list(self.durations),
+            "renewDue": iso(self.renew_due) if self.renew_due else None,
+            "budgetWaits": self.budget_waits,
+            "budgetLost": self.budget_lost,
         }
 
     @classmethod
@@ -316,6 +260,9 @@ class Carried:
             queries={**no_queries(), **{k: int(v) for k, v in (data.get("queries") or {}).items()}},
             lanes=[Lane.from_json(lane) for lane in data.get("lanes") or []],
             durations=[float(d) for d in data.get("durations") or []],
+            renew_due=parse_iso(data["renewDue"]) if data.get("renewDue") else None,
+            budget_waits=int(data.get("budgetWaits", 0)),
+            budget_lost=int(data.get("budgetLost", 0)),
         )
 
     def learn_duration(self, seconds: float) -> None:
@@ -335,6 +282,31 @@ class CallActivity:
 
 
 @dataclass(frozen=True, slots=True)
+class CallEntity:
+    """An operation on the collection's tenant budget entity whose answer the lane (or ``RENEW``) waits for."""
+
+    lane: int
+    operation: str
+    input: JsonDict
+
+
+@dataclass(frozen=True, slots=True)
+class SignalEntity:
+    """A one-way operation on the tenant budget entity (a release): nothing waits for it."""
+
+    operation: str
+    input: JsonDict
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """The lane's timer is cancelled (its next step follows at once): a queued lane asks again when a slot of its own
+    collection came back, instead of at its next poll."""
+
+    lane: int
+
+
+@dataclass(frozen=True, slots=True)
 class Wait:
     """A durable timer for ``lane`` that fires at ``until``."""
 
@@ -345,7 +317,7 @@ class Wait:
         return max(0.0, (self.until - now).total_seconds())
 
 
-Step = CallActivity | Wait
+Step = CallActivity | CallEntity | SignalEntity | Cancel | Wait
 
 
 def later(now: datetime, seconds: float) -> datetime:
@@ -353,6 +325,7 @@ def later(now: datetime, seconds: float) -> datetime:
 
 
 __all__ = [
+    "BUDGET",
     "COLLECT",
     "DELETE",
     "EXPORT",
@@ -360,13 +333,17 @@ __all__ = [
     "PARKED_TIMER",
     "POLL",
     "QUERY_DISPOSITIONS",
+    "RENEW",
     "SUBMIT",
     "CallActivity",
+    "CallEntity",
+    "Cancel",
     "Carried",
     "ChunkSummary",
     "Failure",
     "Lane",
     "RunOptions",
+    "SignalEntity",
     "Step",
     "Wait",
     "later",

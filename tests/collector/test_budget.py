@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -130,6 +131,27 @@ def test_release_gives_back_a_queue_place_too() -> None:
     assert budget.handle(release("b/0"), at(1), 1) == {"released": False, "held": 1, "waiting": 0, "capacity": 1}
 
 
+def test_one_renew_collection_renews_every_listed_slot_and_names_the_lost_ones() -> None:
+    budget = Budget()
+    for holder in ("c/0", "c/1", "d/0"):
+        budget.handle(acquire(holder), at(0), 3)
+    request = BudgetRequest("renew_collection", collection="c", lease_seconds=LEASE, wait_seconds=WAIT)
+    answer = budget.handle(replace(request, holders=("c/0", "c/1")), at(50), 3)
+    assert (answer["renewed"], answer["lost"]) == (2, [])
+    budget.handle(BudgetRequest("status"), at(61), 3)
+    leases = budget.state.leases
+    assert leases["c/0"].until == leases["c/1"].until == at(110) and "d/0" not in leases  # d/0 was not renewed
+
+    # A lapsed slot is taken back only if that overtakes no one (here g/0 waits for the only slot).
+    budget = Budget()
+    budget.handle(acquire("c/0"), at(0), 1)
+    budget.handle(acquire("g/0"), at(1), 1)
+    budget.handle(acquire("g/0"), at(59), 1)  # still queued, still asking
+    lapsed = budget.handle(replace(request, holders=("c/0",)), at(70), 1)
+    assert (lapsed["renewed"], lapsed["lost"]) == (0, ["c/0"])
+    assert budget.handle(acquire("g/0"), at(71), 1)["granted"] is True
+
+
 def test_release_collection_frees_every_slot_and_queue_place_of_that_collection_only() -> None:
     budget = Budget()
     for holder in ("x/0", "y/0", "x/1", "x/2", "y/1"):
@@ -221,6 +243,10 @@ def test_requests_are_validated_naming_the_field() -> None:
         ("acquire", {**good, "leaseSeconds": float("nan")}, "leaseSeconds"),
         ("renew", {**good, "waitSeconds": 61}, "waitSeconds"),
         ("release_collection", {"collection": "a/b"}, "collection"),
+        ("renew_collection", {**good, "collection": "case-1", "holders": "case-1/3"}, "holders"),
+        ("renew_collection", {**good, "collection": "case-1", "holders": ["case-2/3"]}, "holders"),
+        ("renew_collection", {**good, "collection": "case-1", "holders": ["case-1/0"] * 1001}, "holders"),
+        ("renew_collection", {**good, "holders": []}, "collection"),
     ]
     for op, data, field in bad:
         with pytest.raises(RequestValidationError) as caught:
@@ -235,6 +261,7 @@ def test_requests_round_trip_through_their_wire_form() -> None:
         options.renew("c/1"),
         BudgetRequest("release", "c/1"),
         BudgetRequest("release_collection", collection="c"),
+        options.renew_collection("c", ["c/1", "c/4"]),
         BudgetRequest("status"),
     ):
         assert BudgetRequest.parse(request.op, request.to_json()) == request

@@ -26,7 +26,8 @@ def expand(states: str) -> str:
 def running_window(client: FakeClient, collection_id: str) -> CollectionWindow:
     payload = client.started[-1][2]
     window = CollectionWindow(CollectionSpec.from_json(payload["spec"]))
-    window.fill()
+    for step in window.fill():  # the tenant budget (on by default) grants the first lanes their slots
+        window.on_budget(step.lane, {"granted": True})
     client.instances[collection_id].runtime_status = SimpleNamespace(value="Running")
     return window
 
@@ -37,7 +38,7 @@ def test_summary_carries_the_header_and_the_grid_of_a_running_collection() -> No
     window = running_window(client, "live-1")
     bad = ActivityResult(False, error=ActivityError("permanent", "<script>alert(1)</script> refused"))
     window.on_result(0, bad)
-    window.fill()
+    window.fill()  # lane 2 asks for a slot: it waits for tenant budget until the answer
     client.instances["live-1"].custom_status = json.dumps(window.status())  # the SDK hands custom status as text
     body = call(service.collection_summary(client, "live-1")).body
     assert body["collection"] == {
@@ -52,11 +53,13 @@ def test_summary_carries_the_header_and_the_grid_of_a_running_collection() -> No
     }
     grid = body["grid"]
     assert grid["cells"] == 6 and grid["intervalSeconds"] == 4 * 3600
-    assert expand(grid["states"]) == "frrppp"
+    assert expand(grid["states"]) == "frbppp"
     assert [(lane["cell"], lane["state"], lane["phase"]) for lane in grid["lanes"]] == [
         (1, "r", "collect"),
-        (2, "r", "collect"),
+        (2, "b", "waiting for tenant budget"),
     ]
+    budget = {"capacity": 3, "held": 1, "asking": 1, "state": "waiting for tenant budget", "waits": 0, "lost": 0}
+    assert body["budget"] == budget
     (failure,) = body["failures"]  # while running: the latest failures from custom status, with their fix
     assert failure["window"] == "2024-11-17T10:00:00Z/2024-11-17T14:00:00Z"
     assert failure["reason"] == "<script>alert(1)</script> refused" and failure["fix"]

@@ -1,0 +1,105 @@
+"""Per-collection knobs (``RunOptions``), fixed when a collection starts and carried in its orchestration input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from shared.budget_wire import BudgetOptions
+from shared.models import JsonDict
+from shared.settings import Settings
+
+POLL_LEAD = 0.9
+"""The first status check of a query comes at this fraction of the expected running time ("a little before it")."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """Per-collection knobs, fixed when the collection starts (so a settings change never alters a replay)."""
+
+    max_concurrency: int = 3
+    poll_interval_seconds: float = 30.0
+    """The first status check of a query before any query of the collection finished (nothing learned yet)."""
+    poll_min_interval_seconds: float = 10.0
+    poll_fraction: float = 0.1
+    """After the first check, the next comes ``fraction x the time the query has run`` later, within [min, max]."""
+    poll_max_interval_seconds: float = 300.0
+    max_polls: int = 240
+    max_attempts: int = 4
+    retry_base_seconds: float = 15.0
+    retry_max_seconds: float = 600.0
+    min_split_seconds: int = 60
+    chunks_per_execution: int = 20
+    max_records_per_chunk: int = 0
+    delete_queries: bool = False
+    """Send a DELETE for each Graph query once its chunk is decided (the service does not support it today)."""
+    high_completeness: bool = False
+    """Ask Exchange for completeness over speed (``-HighCompleteness``); set per request."""
+    budget_capacity: int = 0
+    """The tenant budget B of the collection's source (0: the collection takes no slots; also what an input written
+    before the budget existed reads as, so such a collection goes on exactly as it started)."""
+    budget_lease_seconds: float = 600.0
+    budget_poll_seconds: float = 10.0
+
+    @property
+    def budget(self) -> BudgetOptions:
+        return BudgetOptions(self.budget_capacity, self.budget_lease_seconds, self.budget_poll_seconds)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, max_concurrency: int, *, source: str = "graph", high_completeness: bool = False
+    ) -> RunOptions:
+        budget = settings.budget(source)
+        return cls(
+            max_concurrency=max_concurrency,
+            poll_interval_seconds=settings.poll_interval_seconds,
+            poll_min_interval_seconds=settings.poll_min_interval_seconds,
+            poll_fraction=settings.poll_fraction,
+            poll_max_interval_seconds=settings.poll_max_interval_seconds,
+            max_polls=settings.max_polls,
+            max_attempts=settings.max_attempts,
+            retry_base_seconds=settings.retry_base_seconds,
+            retry_max_seconds=settings.retry_max_seconds,
+            min_split_seconds=settings.min_split_seconds,
+            chunks_per_execution=settings.chunks_per_execution,
+            max_records_per_chunk=settings.max_records_per_chunk,
+            delete_queries=settings.delete_queries,
+            high_completeness=high_completeness,
+            budget_capacity=budget.capacity,
+            budget_lease_seconds=budget.lease_seconds,
+            budget_poll_seconds=budget.poll_seconds,
+        )
+
+    def first_poll(self, expected: float | None) -> float:
+        """Seconds from a query's submission to its first status check.
+
+        ``expected`` is what this collection learned about its queries (the shortest recent running time): the first
+        check comes a little before it, so a query like the others is found finished at the first or second check.
+        """
+        first = self.poll_interval_seconds if expected is None else POLL_LEAD * expected
+        return max(first, self._poll_floor())
+
+    def next_poll(self, running: float) -> float:
+        """Seconds until the next status check of a query that has run ``running`` seconds and is not finished.
+
+        A query that finishes between two checks is noticed at most ``poll_fraction x`` its running time late (when
+        the interval is within [min, max]): the checks adapt to how long the query has run.
+        """
+        return min(max(self.poll_fraction * running, self._poll_floor()), self.poll_max_interval_seconds)
+
+    def _poll_floor(self) -> float:
+        """The shortest interval between checks: the minimum, unless the maximum is lower (a cap is a cap)."""
+        return min(self.poll_min_interval_seconds, self.poll_max_interval_seconds)
+
+    def retry_delay(self, failed_attempts: int, retry_after: float | None) -> float:
+        """Seconds before the next attempt: exponential from the base, capped, never below Retry-After."""
+        delay: float = min(self.retry_base_seconds * float(2 ** max(0, failed_attempts - 1)), self.retry_max_seconds)
+        return max(delay, retry_after or 0.0)
+
+    def to_json(self) -> JsonDict:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> RunOptions:
+        """Unknown keys (an option of an older or newer version) are ignored; missing ones take their default."""
+        known = {name: data[name] for name in cls.__slots__ if name in data}
+        return cls(**known)
