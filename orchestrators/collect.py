@@ -125,6 +125,14 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
                 len(carried.lanes),
             )
         context.set_custom_status({**window.status(), "execution": carried.execution})
+        if budget is not None:
+            # The entity's answers are EventRaised messages. The shim runs ahead of history through every WhenAny a
+            # cancelled nudge completes, so it can reach ContinueAsNew before DTFx has processed answers this code
+            # already used, and DTFx carries EventRaised events processed after ContinueAsNew into the next
+            # execution (BehaviorOnContinueAsNew.Carryover, TaskOrchestrationExecutor.cs): stale answers would pile
+            # up from one execution to the next. A timer due now is awaited by the shim in order, and fires after
+            # every event already in history, so none is left to carry (docs/durable-protocol.md).
+            yield context.create_timer(context.current_utc_datetime)
         context.continue_as_new({**payload, "state": carried.to_json()})
         return None
 

@@ -63,6 +63,8 @@ class CollectionWindow(BudgetLanes):
         self.grid = progress_grid.GridPublisher(spec)
         self.renewing = False
         """The collection-wide renewal of its budget slots is in flight (an entity call of this execution)."""
+        self.free_slots = 1
+        """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -141,7 +143,7 @@ class CollectionWindow(BudgetLanes):
         steps: list[Step] = []
         while (
             len(self.lanes) < self.options.max_concurrency
-            and self._queued() is None  # while one lane waits for tenant budget, the others wait unstarted
+            and self._may_ask()  # while a lane waits for tenant budget, the others wait unstarted
             and (self.may_start() or (self.switching and self._fits_before_switch(self._last_call_seconds)))
         ):
             if self.state.requeued:
@@ -283,6 +285,7 @@ class CollectionWindow(BudgetLanes):
             self.state.failures.append(value)
         elif kind == "unstarted":  # it waited for tenant budget and gave up its turn (or the collection is doomed)
             self.state.requeued.insert(0, lane.chunk)
+            self.started_this_execution -= 1  # it added a few events, not a chunk's: it does not bring a switch closer
         else:
             self.state.splits += 1
             self.state.requeued[:0] = list(lane.chunk.halves())

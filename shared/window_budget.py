@@ -55,6 +55,8 @@ class BudgetLanes:
     now: datetime
     renewing: bool
     """The collection-wide renewal is in flight (an entity call of this execution)."""
+    free_slots: int
+    """Slots the budget's latest answer left free with nobody waiting: how many lanes may ask at once."""
 
     @property
     def options(self) -> RunOptions:
@@ -76,6 +78,19 @@ class BudgetLanes:
     def budget(self) -> BudgetOptions:
         return self.options.budget
 
+    def _may_ask(self) -> bool:
+        """Whether a new lane may start (asking for a slot): no lane of this collection waits in the budget's queue,
+        and fewer lanes ask than the latest answer left slots free (one at a time when nothing is known), so lanes
+        rarely ask for slots that are not there."""
+        if not self.budget.enabled:
+            return True
+        asking = [lane for lane in self.lanes.values() if lane.phase == BUDGET]
+        return not any(lane.budget_waits for lane in asking) and len(asking) < max(1, self.free_slots)
+
+    def _learn(self, answer: JsonDict) -> None:
+        if all(isinstance(answer.get(key), int) for key in ("capacity", "held", "waiting")):
+            self.free_slots = int(answer["capacity"]) - int(answer["held"]) - int(answer["waiting"])
+
     def _queued(self) -> Lane | None:
         """The lane that waits for tenant budget (answered "queued"): at most one per collection."""
         return next((lane for lane in self.lanes.values() if lane.phase == BUDGET and lane.budget_waits), None)
@@ -86,6 +101,8 @@ class BudgetLanes:
             return self._renewed(answer)
         lane = self.lanes[lane_id]
         lane.issued_at = lane.due = None
+        if answer is not None:
+            self._learn(answer)
         if answer is None:
             return self._error(lane, ActivityError("budget_unavailable", "the tenant budget entity did not answer"))
         if self.state.doomed is not None:  # nothing more starts: the chunk stays for a retry
@@ -142,6 +159,7 @@ class BudgetLanes:
         """A slot a renewal found lost (its lease ran out unrenewed) is counted; its lane goes on regardless."""
         self.renewing = False
         if answer is not None:
+            self._learn(answer)
             self.state.budget_lost += len(answer.get("lost") or [])
         return self._keep_renewing() if any(lane.holds_slot for lane in self.lanes.values()) else []
 

@@ -26,6 +26,7 @@ def expand(states: str) -> str:
 def running_window(client: FakeClient, collection_id: str) -> CollectionWindow:
     payload = client.started[-1][2]
     window = CollectionWindow(CollectionSpec.from_json(payload["spec"]))
+    window.free_slots = 3  # as if the budget had said three slots are free
     for step in window.fill():  # the tenant budget (on by default) grants the first lanes their slots
         window.on_budget(step.lane, {"granted": True})
     client.instances[collection_id].runtime_status = SimpleNamespace(value="Running")

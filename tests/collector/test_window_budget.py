@@ -245,6 +245,7 @@ def test_budget_off_asks_nothing_of_the_entity() -> None:
 
 def test_a_lane_waits_for_tenant_budget_before_its_first_call() -> None:
     window = CollectionWindow(spec(b=1, k=3, source="graph"), now=T0)
+    window.free_slots = 3  # what an earlier answer said: three lanes ask at once (and race for one slot)
     first = window.fill()
     assert [(type(s), s.lane) for s in first] == [(CallEntity, 0), (CallEntity, 1), (CallEntity, 2)]
     acquire = first[0]
@@ -265,8 +266,23 @@ def test_a_lane_waits_for_tenant_budget_before_its_first_call() -> None:
     assert window.fill() == []  # nothing starts while a lane waits for tenant budget
 
 
+def test_lanes_ask_one_at_a_time_until_an_answer_says_more_slots_are_free() -> None:
+    window = CollectionWindow(spec(b=4, k=4, n=10), now=T0)
+    assert [s.lane for s in window.fill()] == [0]  # nothing known yet: one lane asks
+    window.on_budget(0, {"granted": True, "capacity": 4, "held": 1, "waiting": 0})
+    assert [s.lane for s in window.fill()] == [1, 2, 3]  # three slots free, nobody waiting: three ask at once
+    window.on_budget(1, {"granted": True, "capacity": 4, "held": 4, "waiting": 0})
+    window.on_budget(2, {"granted": False, "position": 1, "capacity": 4, "held": 4, "waiting": 1})
+    # lane 2 already waits, so lane 3 steps back: its chunk waits unstarted and does not count as a start
+    assert window.on_budget(3, {"granted": False, "position": 2, "capacity": 4, "held": 4, "waiting": 2}) == [
+        SignalEntity("release", {"holder": "c1/3"})
+    ]
+    assert window.started_this_execution == 3 and window.fill() == []
+
+
 def test_a_slot_given_back_goes_to_the_collection_s_waiting_lane_at_once() -> None:
     window = CollectionWindow(spec(b=1, k=2), now=T0)
+    window.free_slots = 2
     window.fill()
     window.on_budget(0, {"granted": True})
     window.on_budget(1, {"granted": False, "position": 1})
@@ -282,6 +298,7 @@ def test_a_slot_given_back_goes_to_the_collection_s_waiting_lane_at_once() -> No
 
 def test_every_ending_gives_the_slot_back() -> None:
     window = CollectionWindow(spec(b=3, k=3, source="graph", max_attempts=1), now=T0)
+    window.free_slots = 3
     window.fill()
     for lane in range(3):
         window.on_budget(lane, {"granted": True})
@@ -296,6 +313,7 @@ def test_every_ending_gives_the_slot_back() -> None:
 
 def test_one_renewal_per_period_lists_every_held_slot_and_stops_when_none_is_held() -> None:
     window = CollectionWindow(spec(b=3, k=3), now=T0)
+    window.free_slots = 3
     window.fill()
     assert window.on_budget(0, {"granted": True})[-1] == Wait(RENEW, T0 + timedelta(seconds=10))
     assert not any(isinstance(s, Wait) for s in window.on_budget(1, {"granted": True}))  # the same timer serves
@@ -321,6 +339,7 @@ def test_one_renewal_per_period_lists_every_held_slot_and_stops_when_none_is_hel
 
 def test_slots_and_the_renewal_are_carried_across_continue_as_new() -> None:
     window = CollectionWindow(spec(b=2, k=2, m=2, n=6, source="graph"), now=T0)
+    window.free_slots = 2
     window.fill()
     window.on_budget(0, {"granted": True})
     window.on_budget(1, {"granted": False, "position": 1})  # lane 1 waits for tenant budget on its poll timer
@@ -344,6 +363,7 @@ def test_slots_and_the_renewal_are_carried_across_continue_as_new() -> None:
 
 def test_a_doomed_collection_gives_back_its_turn_and_keeps_the_chunk_for_a_retry() -> None:
     window = CollectionWindow(spec(b=1, k=2, n=3), now=T0)
+    window.free_slots = 2
     window.fill()
     window.on_budget(0, {"granted": True})
     window.on_budget(1, {"granted": False, "position": 1})

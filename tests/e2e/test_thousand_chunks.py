@@ -24,9 +24,10 @@ from tests.e2e.harness import START, TENANT, Host, body, serve
 CHUNKS = 1000
 PER_EXECUTION = 50
 K = 5
-EVENTS_PER_CHUNK = 4
+EVENTS_PER_CHUNK = 4 + 3
 """Shown events per chunk: TaskCompleted (scheduling folded in) plus the "nudge" timers (a TimerCreated each,
-cancelled so never fired) of the yields around it, with room for a retry."""
+cancelled so never fired) of the yields around it, with room for a retry; and the tenant budget's three: the
+``acquire`` sent (EventSent) and answered (EventRaised), the ``release`` sent."""
 SLACK = 20
 HISTORY_BOUND = EVENTS_PER_CHUNK * PER_EXECUTION + SLACK
 
@@ -67,7 +68,11 @@ class HistorySampler:
 def test_thousand_chunks_exact_with_bounded_history(make_emulator: MakeEmulator, tmp_path: Path) -> None:
     emulator = make_emulator(records_per_hour=120.0, configure=_sessions)
     end = START + timedelta(minutes=CHUNKS)
-    env = {"COLLECTOR_CHUNKS_PER_EXECUTION": str(PER_EXECUTION), "COLLECTOR_MAX_CHUNKS": str(CHUNKS)}
+    env = {
+        "COLLECTOR_CHUNKS_PER_EXECUTION": str(PER_EXECUTION),
+        "COLLECTOR_MAX_CHUNKS": str(CHUNKS),
+        "COLLECTOR_BUDGET_EXCHANGE": str(K),  # the budget on, with room for K lanes
+    }
     began = time.monotonic()
     with serve(emulator, tmp_path, env) as host:
         request = body(end, interval=1, k=K, source="exchange", collectionId="thousand")
