@@ -1,9 +1,10 @@
-"""Several collections on one tenant vs one alone: total makespan and the audit API's peak concurrency, side by side.
+"""Several collections on one tenant vs one alone: total makespan and the audit API's peak concurrency, side by side,
+with the tenant budget off (``COLLECTOR_BUDGET_<SOURCE>=0``: each collection only caps itself at K) and on (B).
 
 Each scenario gets a fresh M365 emulator whose per-tenant concurrency limit is ``--server-limit`` (default: the
 tenant budget B of the source, which is what the real service allows) and a fresh local host (SHIM mode). Scenario
 ``n`` starts ``n`` collections at once, each at K = B over its own ``--chunks`` hours of the same tenant, and waits
-for all of them. Printed per scenario:
+for all of them; every scenario runs with the budget off and on, interleaved. Printed per scenario:
 
 * makespan: from the first POST until the last collection ended; chunks/s over all collections, and that rate as a
   fraction of one collection alone (the tenant's API is the bottleneck, so the ideal is 100%: more collections
@@ -13,7 +14,7 @@ for all of them. Printed per scenario:
 * 429s: concurrency 429s the emulator served, i.e. requests the collector sent beyond the tenant's limit;
 * failed: chunks that failed (e.g. still throttled after every retry), not counted in chunks/s.
 
-    .venv/bin/python bench/tenant_budget.py --source exchange --chunks 6 --collections 1 2 3
+    .venv/bin/python bench/tenant_budget.py --source exchange --chunks 6 --collections 1 2 3 [--modes off on]
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from shared.settings import Settings
 from tests.e2e.harness import CLIENT, SECRET, START, TENANT, body, serve
 
 
-def run_scenario(collections: int, budget: int, args: argparse.Namespace) -> dict[str, float]:
+def run_scenario(collections: int, budget: int, mode: str, args: argparse.Namespace) -> dict[str, float]:
     config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=args.records_per_hour)])
     limit = args.server_limit or budget
     config.graph.completion_delay_seconds = args.latency
@@ -50,10 +51,11 @@ def run_scenario(collections: int, budget: int, args: argparse.Namespace) -> dic
             "COLLECTOR_POLL_INTERVAL_SECONDS": str(args.poll),
             "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": str(args.poll * 2),
             "COLLECTOR_BUDGET_POLL_SECONDS": str(args.poll),
+            f"COLLECTOR_BUDGET_{args.source.upper()}": str(budget if mode == "on" else 0),
             "COLLECTOR_MAX_CONCURRENCY": str(max(budget, 10)),
         }
         with serve(emulator, Path(workdir), env) as host:
-            ids = [f"bench-{collections}-{i}" for i in range(collections)]
+            ids = [f"bench-{mode}-{collections}-{i}" for i in range(collections)]
             began = time.monotonic()
             for index, collection_id in enumerate(ids):
                 start = START + timedelta(hours=index * args.chunks)
@@ -89,27 +91,31 @@ def main() -> None:
     parser.add_argument("--poll", type=float, default=0.2, help="COLLECTOR_POLL_* and COLLECTOR_BUDGET_POLL_SECONDS")
     parser.add_argument("--server-limit", type=int, default=0, help="the emulator's per-tenant limit (0 = B)")
     parser.add_argument("--records-per-hour", type=float, default=200.0)
+    parser.add_argument("--modes", nargs="+", choices=["off", "on"], default=["off", "on"], help="tenant budget")
     args = parser.parse_args()
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         os.environ.pop(name, None)
 
     budget = Settings.from_env(os.environ).budget(args.source).capacity or 3
-    results = {n: run_scenario(n, budget, args) for n in args.collections}
-    alone = results[args.collections[0]]
-    base_rate = alone["chunks"] / alone["makespan"]
+    results = {(n, mode): run_scenario(n, budget, mode, args) for n in args.collections for mode in args.modes}
     print(
         f"{args.source}: B = K = {budget}, server limit {args.server_limit or budget}, {args.chunks} chunks per "
         f"collection, latency {args.latency}..{args.latency + args.jitter} s per chunk, SHIM mode"
     )
     print(
-        f"{'collections':>11} {'makespan s':>10} {'chunks/s':>9} {'vs alone':>9} {'peak':>5} {'429s':>6} {'failed':>7}"
+        f"{'budget':>6} {'collections':>11} {'makespan s':>10} {'chunks/s':>9} {'vs alone':>9} {'peak':>5} "
+        f"{'429s':>6} {'failed':>7}"
     )
-    for n, r in results.items():
-        rate = r["chunks"] / r["makespan"]
-        print(
-            f"{n:>11} {r['makespan']:>10.2f} {rate:>9.2f} {rate / base_rate:>8.0%} {r['peak']:>5.0f} "
-            f"{r['throttled']:>6.0f} {r['failed']:>7.0f}"
-        )
+    for mode in args.modes:
+        alone = results[(args.collections[0], mode)]
+        base_rate = alone["chunks"] / alone["makespan"]
+        for n in args.collections:
+            r = results[(n, mode)]
+            rate = r["chunks"] / r["makespan"]
+            print(
+                f"{mode:>6} {n:>11} {r['makespan']:>10.2f} {rate:>9.2f} {rate / base_rate:>8.0%} {r['peak']:>5.0f} "
+                f"{r['throttled']:>6.0f} {r['failed']:>7.0f}"
+            )
 
 
 if __name__ == "__main__":

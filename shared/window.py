@@ -63,6 +63,7 @@ class CollectionWindow(BudgetLanes):
         self.grid = progress_grid.GridPublisher(spec)
         self.renewing = False
         """The collection-wide renewal of its budget slots is in flight (an entity call of this execution)."""
+        self.budget = spec.options.budget
         self.free_slots = 1
         """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
 

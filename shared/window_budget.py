@@ -57,6 +57,8 @@ class BudgetLanes:
     """The collection-wide renewal is in flight (an entity call of this execution)."""
     free_slots: int
     """Slots the budget's latest answer left free with nobody waiting: how many lanes may ask at once."""
+    budget: BudgetOptions
+    """The collection's ``RunOptions.budget`` (built once: the window runs again on every replay)."""
 
     @property
     def options(self) -> RunOptions:
@@ -73,10 +75,6 @@ class BudgetLanes:
 
     def _conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]:
         raise NotImplementedError
-
-    @property
-    def budget(self) -> BudgetOptions:
-        return self.options.budget
 
     def _may_ask(self) -> bool:
         """Whether a new lane may start (asking for a slot): no lane of this collection waits in the budget's queue,
