@@ -3,7 +3,10 @@
 It plays the queues and workers: runs episodes with ``run_episode`` (SHIM mode = the extension's sequential-await
 shim), executes activity work items with the real activity bodies over fakes, and fires timers on a fake clock.
 Activities finish in a seeded random order; timers that are due fire before any further activity finishes
-(a due timer is delivered at once, while activities take time).
+(a due timer is delivered at once, while activities take time). With ``budget_capacity`` it also plays the tenant
+budget entity: the orchestration's entity requests run on one ``shared.budget.Budget`` in the order they were sent,
+and the answers of calls come back as ``EventRaised`` messages before any further activity finishes (an entity
+operation is short beside an activity's call to an audit API).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durable_local.history import event_type, execution_started, task_completed, task_failed
+from durable_local.entities.messages import RequestMessage, ResponseMessage
+from durable_local.history import event_raised, event_type, execution_started, task_completed, task_failed
 from durable_local.model import (
     EventType,
     FunctionRegistry,
@@ -25,6 +29,9 @@ from durable_local.model import (
     TaskMessage,
 )
 from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
+from shared import names
+from shared.budget import Budget
+from shared.budget_wire import BudgetRequest
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 Activity = Callable[[dict[str, Any]], dict[str, Any]]
@@ -56,11 +63,16 @@ class ReplayDriver:
         *,
         seed: int = 0,
         mode: SchedulingMode = SchedulingMode.SHIM,
+        budget_capacity: int = 0,
     ) -> None:
         self.registry = FunctionRegistry(
             orchestrators={"collect_orchestrator": orchestrator},
             activities={name: _json_activity(fn) for name, fn in activities.items()},
+            entities={names.ENTITY_BUDGET: lambda _: None},  # the shim checks the name; the driver runs the budget
         )
+        self.budget = Budget()
+        self.budget_capacity = budget_capacity
+        self.entity_operations: list[str] = []
         self.mode = mode
         self.rng = random.Random(seed)
         self.now = NOW
@@ -110,8 +122,24 @@ class ReplayDriver:
         self.max_history = max(self.max_history, len(self.history))
         self.work.extend(self.result.activity_messages)
         self.timers.extend(self.result.timer_messages)
+        for message in self.result.orchestrator_messages:
+            if message.instance_id.startswith(f"@{names.ENTITY_BUDGET}@"):
+                self._entity(RequestMessage.from_text(message.event["Input"]))
         if self.result.custom_status:
             self.custom_statuses.append(json.loads(self.result.custom_status))
+
+    def _entity(self, request: RequestMessage) -> None:
+        """Run one budget operation now (in send order); a call's answer waits among the work items."""
+        data = json.loads(request.input) if request.input else None
+        if isinstance(data, str):  # the extension encodes the SDK's JSON text once more
+            data = json.loads(data)
+        operation = str(request.operation)
+        self.entity_operations.append(operation)
+        answer = self.budget.handle(BudgetRequest.parse(operation, data), self.now, self.budget_capacity)
+        if not request.is_signal:
+            text = ResponseMessage(json.dumps(answer)).to_text()
+            event = event_raised(timestamp=self.now, name=request.id, input=text)
+            self.inbox.append(TaskMessage(str(request.parent_instance_id), None, event))
 
     def _run_activity(self) -> None:
         message = self.work.pop(self.rng.randrange(len(self.work)))

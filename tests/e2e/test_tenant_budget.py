@@ -148,7 +148,7 @@ def test_three_collections_and_a_retry_storm_share_the_tenant_budget(
         assert_exact(host, emulator, [collection_id], window)
     assert_exact(host, emulator, ["fourth", retry], fourth)
     assert all(summaries[c]["progress"]["execution"] >= 2 for c in windows)  # slots held across continue-as-new
-    assert carried == dict.fromkeys(windows, []), carried  # no stale answer piles up from execution to execution
+    assert carried == {c: [] for c in windows}, carried  # no stale answer piles up from execution to execution
     waits = [s["budget"]["waits"] for s in summaries.values()]
     assert sum(waits) > 0, waits  # they did wait for one another
     # every slot granted was given back by its lane (none expired, none left), never more than B at once
