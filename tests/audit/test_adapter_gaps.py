@@ -87,11 +87,13 @@ def test_graph_submit_activity_run_twice_creates_one_query(fresh: Emu) -> None:
     """At-least-once: the submit activity re-runs with the same payload (attempt 1) after a crash past the create."""
     from activities import bodies
     from shared.models import ActivityResult, Chunk
+    from shared.sinks.memory import MemorySink
 
     client = GraphAuditClient(fresh.config(), retry_wait_scale=FAST)
     win = window(1.0, offset_hours=4.0)
     payload = {"collectionId": "c1", "tenantId": TENANT, "chunk": Chunk(win.start, win.end).to_json(), "attempt": 1}
-    first = ActivityResult.from_json(bodies.graph_submit(client, payload))
-    again = ActivityResult.from_json(bodies.graph_submit(client, payload))
+    sink = MemorySink()  # where the submit records its intent and the query id
+    first = ActivityResult.from_json(bodies.graph_submit(client, sink, payload))
+    again = ActivityResult.from_json(bodies.graph_submit(client, sink, payload))
     assert first.ok and again.ok and first.data["queryId"] == again.data["queryId"]
     assert fresh.handle.stats.queries_created[TENANT] == 1

@@ -16,6 +16,7 @@ from shared.audit.graph import GraphAuditClient, build_query_body
 from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import TransientApiError
 from shared.models import ActivityResult, Chunk
+from shared.sinks.memory import MemorySink
 from tests.audit.scripted_server import FakeTokens, Recorded, Reply, replies, scripted_server
 
 WINDOW = TimeWindow(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 1, 1, tzinfo=UTC))
@@ -132,7 +133,7 @@ def test_submit_creates_the_query_when_the_list_cannot_be_read_at_all(status: in
     with scripted_server(api.handle) as srv:
         api.base = srv.base_url
         payload = {"collectionId": "c", "tenantId": "t", "chunk": Chunk(WINDOW.start, WINDOW.end).to_json()}
-        result = ActivityResult.from_json(bodies.graph_submit(client_for(srv.base_url), payload))
+        result = ActivityResult.from_json(bodies.graph_submit(client_for(srv.base_url), MemorySink(), payload))
     assert result.ok, result.error
     assert result.data["queryId"] == "new-1" and api.created == 1
 
