@@ -139,7 +139,9 @@ def test_three_collections_and_a_retry_storm_share_the_tenant_budget(
         summaries = {collection_id: host.wait(collection_id) for collection_id in [*windows, retry]}
         final = budget_state(host)
         carried = {collection_id: unasked_answers(host, collection_id) for collection_id in windows}
-
+        listed = requests.get(f"{host.base}/api/collections", timeout=30).json()["collections"]
+    # the budget entity is an instance of the task hub too, never listed as a collection
+    assert {row["collectionId"] for row in listed} == {"fourth", retry, *windows}
     key = (TENANT, "graph")
     assert emulator.stats.concurrency_429[key] == 0  # the collector never asked beyond the tenant's limit
     assert emulator.stats.peak_concurrency[key] == B
