@@ -27,6 +27,12 @@ def _until(read: Callable[[], Any], expected: Any, timeout: float = 60) -> Any:
     return value
 
 
+def _state_of(url: str) -> Any:
+    """The entity's state, or None while it does not exist yet (a signal is delivered after its 202)."""
+    found = requests.get(url, timeout=10)
+    return found.json() if found.status_code == 200 else None
+
+
 @pytest.fixture(scope="module")
 def counter_sample(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedApp]:
     from tests.host.conftest import start_app
@@ -69,12 +75,12 @@ def test_http_api_reads_lists_and_signals_entities(counter_sample: ServedApp) ->
     # The SDK client posts json.dumps(value) as JSON, i.e. a JSON string; the entity's get_input decodes both.
     assert requests.post(f"{base}/entities/Counter/api-key?op=add", json="2", timeout=10).status_code == 202
     entity_url = f"{base}/entities/counter/api-key"  # entity names are case-insensitive
-    assert _until(lambda: requests.get(entity_url, timeout=10).json(), 2) == 2
+    assert _until(lambda: _state_of(entity_url), 2) == 2
     # A bare JSON number reaches get_input() as a number, which the Python SDK cannot decode: the operation
     # fails inside the entity (202 all the same, as on Azure) and the state does not change.
     assert requests.post(f"{base}/entities/Counter/api-key?op=add", json=5, timeout=10).status_code == 202
     assert requests.post(f"{base}/entities/Counter/api-key?op=add", json="1", timeout=10).status_code == 202
-    assert _until(lambda: requests.get(entity_url, timeout=10).json(), 3) == 3
+    assert _until(lambda: _state_of(entity_url), 3) == 3
     listed = requests.get(f"{base}/entities/Counter?fetchState=true", timeout=10)
     assert listed.status_code == 200
     by_key = {e["entityId"]["key"]: e for e in listed.json()}
