@@ -7,14 +7,18 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
+from shared import names
 from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.graph import GraphAuditClient
 from shared.audit.ports import AuditFilters, QueryState, RecordPage
 from shared.errors import NeedsSplitError
+from shared.sinks.base import write_bytes
+from shared.sinks.memory import MemorySink
 from tests.audit.conftest import FAST, TENANT, Emu, collect, register, start_emulator, wait_for_query, window
 
 
@@ -91,7 +95,15 @@ def test_graph_submit_activity_run_twice_creates_one_query(fresh: Emu) -> None:
     client = GraphAuditClient(fresh.config(), retry_wait_scale=FAST)
     win = window(1.0, offset_hours=4.0)
     payload = {"collectionId": "c1", "tenantId": TENANT, "chunk": Chunk(win.start, win.end).to_json(), "attempt": 1}
-    first = ActivityResult.from_json(bodies.graph_submit(client, payload))
-    again = ActivityResult.from_json(bodies.graph_submit(client, payload))
+    sink = MemorySink()
+    first = ActivityResult.from_json(bodies.graph_submit(client, sink, payload))
+    again = ActivityResult.from_json(bodies.graph_submit(client, sink, payload))
     assert first.ok and again.ok and first.data["queryId"] == again.data["queryId"]
+    assert fresh.handle.stats.queries_created[TENANT] == 1
+    # The first run died after the create, before it recorded the id: the next run finds the query by its name.
+    record = names.query_record_name(names.chunk_object_name(TENANT, "c1", win.start, win.end))
+    intent = json.loads(sink.read_bytes(record) or b"{}")
+    write_bytes(sink, record, json.dumps({"displayName": intent["displayName"]}).encode())
+    third = ActivityResult.from_json(bodies.graph_submit(client, sink, payload))
+    assert third.ok and third.data["queryId"] == first.data["queryId"]
     assert fresh.handle.stats.queries_created[TENANT] == 1
