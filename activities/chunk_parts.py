@@ -209,7 +209,7 @@ class ChunkParts:
         prior = self.ids_before(before)
         seen = _AfterParts(prior)
         rules = ChunkRecords(self.chunk.window(), seen)
-        data = b"".join(rules.page_lines(page) for page in pages)
+        data = b"".join(rules.lines(pages))  # the call's next HTTP page is fetched while this one is processed
         kept = rules.quarantine.settle(())  # settled against the good records at the commit, over every part
         ids = set(seen)
         record = PartRecord(
