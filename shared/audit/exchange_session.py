@@ -22,7 +22,8 @@ from shared.errors import TransientApiError
 logger = logging.getLogger(__name__)
 
 SESSION_RESTARTS = 2
-"""New sessions one call may start when the one it continues broke (a gap, a repeat, an unknown outcome)."""
+"""New sessions a record type's read may start when the one it continues broke (a gap, a repeat, an unknown
+outcome), over all of its calls."""
 
 T = TypeVar("T")
 
@@ -42,6 +43,8 @@ class ExchangeCursor:
     parts: tuple[str, ...] = ()
     incomplete: bool = False
     restarts: int = field(default=0, compare=False)
+    """New sessions started for this record type so far. Carried between calls: a bound that each call counted
+    afresh never ran out on a service whose every new session breaks after a block that did succeed."""
 
     def session(self) -> SessionCursor:
         cursor = SessionCursor(self.session_id or str(uuid.uuid4()), limit=self.limit)
@@ -78,6 +81,7 @@ class ExchangeCursor:
             "limit": self.limit,
             "parts": list(self.parts),
             "incomplete": self.incomplete,
+            "restarts": self.restarts,
         }
 
     @classmethod
@@ -93,6 +97,7 @@ class ExchangeCursor:
             limit=int(limit) if limit is not None else None,
             parts=tuple(str(k) for k in data.get("parts") or ()),
             incomplete=bool(data.get("incomplete", False)),
+            restarts=int(data.get("restarts", 0)),
         )
 
 
@@ -118,7 +123,8 @@ def read_call(
     ``consume`` reads the pages (the call's HTTP pages are fetched as it goes), then may ask for the cursor after
     the call, given the part key it wrote. When the session cannot go on (:class:`SessionBrokenError`, or
     :class:`AmbiguousResponseError` for a first page whose outcome is unknown), a new session is started and
-    ``consume`` runs again, at most ``SESSION_RESTARTS`` times; then :class:`TransientApiError`. Rows a new session
+    ``consume`` runs again, at most ``SESSION_RESTARTS`` times for the record type (counted in the cursor, across
+    calls); then :class:`TransientApiError`. Rows a new session
     delivers again are removed by id downstream. ``NeedsSplitError`` and other errors pass through.
     """
     while True:

@@ -16,6 +16,7 @@ from activities import bodies
 from activities.chunk_parts import ID_CACHE, ChunkParts, pack_ids, part_key, unpack_ids
 from activities.chunk_writer import write_chunk
 from shared import names
+from shared.audit.exchange_paging import SessionBrokenError
 from shared.audit.ports import RecordPage
 from shared.errors import SinkError
 from shared.models import ActivityResult, Chunk, ChunkSummary
@@ -211,3 +212,29 @@ def test_parts_write_against_every_earlier_part() -> None:
     summary = parts.commit(["00000", "00001"], attempt=2, incomplete=False)
     assert summary.records == 6 and summary.duplicates == 2 and summary.attempts == 2
     assert [json.loads(x)["id"] for x in (sink.read_bytes(summary.blob) or b"").splitlines()] == [r["id"] for r in rows]
+
+
+class SessionsBreakAtTheirSecondCall(FakeSearchApi):
+    """A service on which every session breaks after its first block (each new session reads block one again)."""
+
+    def read_block(self, *args: Any, **kwargs: Any) -> Any:
+        session = args[2]
+        if session.next_index > 1:
+            self.calls += 1
+            raise SessionBrokenError(f"session {session.session_id}: ResultIndex not contiguous")
+        yield from super().read_block(*args, **kwargs)
+
+
+def test_sessions_that_keep_breaking_fail_the_chunk_instead_of_calling_for_ever() -> None:
+    # Each call's new session succeeds once, so a bound that counted only within one call never ran out: the lane
+    # called on and on, writing the first block again and again. The bound holds across the chunk's calls.
+    api, sink = SessionsBreakAtTheirSecondCall(synthetic(T0, 1, 50), cap=1000, block_size=20), MemorySink()
+    cursor = None
+    for number in range(12):
+        result = call(api, sink, cursor, number)
+        if not result.ok:
+            break
+        cursor = result.data["cursor"]
+    assert not result.ok and result.error is not None, "the lane kept calling a session that always breaks"
+    assert result.error.retryable and "new session(s) did not help" in result.error.message
+    assert number == 3 and api.calls == 6  # a first block, then 2 new sessions (each read block one again), then out
