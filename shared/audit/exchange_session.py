@@ -3,7 +3,8 @@
 :class:`ExchangeCursor` is where a reader is in a chunk's sessions (which record type's session, its id, the next row
 index, the count): the collector's Exchange lane carries it as JSON from one activity to the next.
 :func:`read_call` is one call: the next block of the session, with a new session started (bounded) when the one it
-continues broke.
+continues broke. :func:`read_window` is the same calls one after another for a whole window, the cursor carried the
+way the lane carries it, for the ``doctor`` preflight, which must exercise exactly the code the collector runs.
 """
 
 from __future__ import annotations
@@ -155,3 +156,26 @@ def read_call(
                 exc,
             )
             cursor = cursor.restarted()
+
+
+def read_window(
+    api: AuditSearchApi,
+    window: TimeWindow,
+    filters: AuditFilters,
+    *,
+    high_completeness: bool = False,
+    allow_over_cap: bool = False,
+) -> Iterator[tuple[list[RecordPage], ExchangeCursor]]:
+    """Every call of a window's sessions, as the lane reads a chunk: each call's HTTP pages and the cursor after it.
+
+    Each call goes through :func:`read_call` and the cursor is carried to the next call as JSON, as the lane carries
+    it between activities (its ``parts`` name the calls: ``"0"``, ``"1"``, ...). A window over the session cap raises
+    ``NeedsSplitError`` on its first call, or with ``allow_over_cap`` is read up to the cap (the last cursor says
+    ``incomplete``).
+    """
+    read = BlockRead(window, filters, api.record_types(filters), high_completeness, allow_over_cap)
+    cursor = ExchangeCursor()
+    while cursor.type_index < len(read.types):
+        pages, after = read_call(api, read, cursor, lambda pages, after: (list(pages), after))
+        cursor = ExchangeCursor.from_json(after(str(len(cursor.parts))).to_json())
+        yield pages, cursor
