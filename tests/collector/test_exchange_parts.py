@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from activities import bodies
-from activities.chunk_parts import ID_CACHE, ChunkParts, pack_ids, part_key, unpack_ids
+from activities.chunk_parts import ID_CACHE, ChunkParts, part_key
 from activities.chunk_writer import write_chunk
 from shared import names
 from shared.audit.exchange_paging import SessionBrokenError
@@ -194,13 +194,6 @@ def test_a_split_forgets_the_parts_already_written() -> None:
     assert sink.parts == {} and not any("/parts/" in n for n in sink.objects)
 
 
-def test_guid_ids_pack_to_16_bytes_and_other_ids_stay_as_they_are() -> None:
-    ids = ["3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60", "3C9E1F2A-5B6D-4E7F-8A90-1B2C3D4E5F61", "rec-1", ""]
-    packed, others = pack_ids(ids)
-    assert len(packed) == 16 and others == ids[1:]  # only the canonical spelling packs; the rest round-trip as is
-    assert unpack_ids(packed, others) == set(ids)
-
-
 def test_parts_write_against_every_earlier_part() -> None:
     sink = MemorySink()
     parts = ChunkParts(sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK)
@@ -238,3 +231,23 @@ def test_sessions_that_keep_breaking_fail_the_chunk_instead_of_calling_for_ever(
     assert not result.ok and result.error is not None, "the lane kept calling a session that always breaks"
     assert result.error.retryable and "new session(s) did not help" in result.error.message
     assert number == 3 and api.calls == 6  # a first block, then 2 new sessions (each read block one again), then out
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_ids_of_any_spelling_are_exact_across_parts(cached: bool) -> None:
+    """GUIDs in canonical form are kept as numbers, any other spelling as text: an upper-case GUID is another id."""
+    sink = MemorySink()
+    parts = ChunkParts(sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK)
+    guid = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
+    spellings = [guid, guid.upper(), "rec-1", "", "00000000-0000-0000-0000-000000000000"]
+    rows = synthetic(T0, 1, len(spellings))
+    for row, record_id in zip(rows, spellings, strict=True):
+        row["id"] = record_id
+    first = parts.write("00000", [RecordPage(rows)], [], lambda: {})
+    if not cached:
+        ID_CACHE.clear()  # the next call runs in another worker process: the ids are read back from the part
+    again = [{**row, "id": record_id} for row, record_id in zip(rows, [*spellings[1:], guid], strict=True)]
+    second = parts.write("00001", [RecordPage([*again, {**rows[0], "id": guid[:-1] + "1"}])], ["00000"], lambda: {})
+    assert (first.records, second.records, second.duplicates) == (5, 1, 5)
+    summary = parts.commit(["00000", "00001"], attempt=1, incomplete=False)
+    assert ids_of(sink, summary) == [*spellings, guid[:-1] + "1"]
