@@ -5,8 +5,8 @@ window, repeats removed, malformed records quarantined once, in their own window
 in the order the lane lists them, into the chunk's object. Exactly-once output under at-least-once activities:
 
 * **Repeats across parts** are removed by record id: a part is written against the ids of every part before it,
-  read from those parts' records (16 bytes per GUID id), cached in this process and read again from storage on a miss
-  (the activities of one lane may run in different worker processes).
+  read from those parts' records (``shared.id_set``: 16 bytes per GUID id), cached in this process as one compact set
+  and read again from storage on a miss (the activities of one lane may run in different worker processes).
 * **A part's activity run twice** (crash points C2/C8/C9) finds its part's record and returns the recorded outcome
   instead of reading the source again, so the part and the session position the lane carries stay consistent.
 * **Part keys are per call**: a lane gives every call a new key (retries included), so a run whose result the lane
@@ -21,15 +21,15 @@ import base64
 import json
 import logging
 import threading
-import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from activities.chunk_writer import ChunkRecords, _dumps, _quarantine_line
 from shared import names
 from shared.audit.ports import MalformedRecord, RecordPage
 from shared.errors import SinkError
+from shared.id_set import IdSet, guid_key
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
 from shared.records import Deduplicator, Quarantine
 from shared.sinks.base import ChunkSink, write_bytes
@@ -42,30 +42,6 @@ def part_key(call: int) -> str:
     if call < 0:
         raise ValueError("call numbers start at 0")
     return f"{call:05d}"
-
-
-# --- ids, compactly --------------------------------------------------------------------------------------------
-def pack_ids(ids: Iterable[str]) -> tuple[bytes, list[str]]:
-    """GUID ids (canonical lower-case form) as 16 bytes each; any other id as itself."""
-    packed = bytearray()
-    others: list[str] = []
-    for record_id in ids:
-        try:
-            value = uuid.UUID(record_id)
-        except ValueError:
-            others.append(record_id)
-            continue
-        if str(value) == record_id:
-            packed += value.bytes
-        else:
-            others.append(record_id)  # another spelling of a GUID is another id: keep it exactly
-    return bytes(packed), others
-
-
-def unpack_ids(packed: bytes, others: Iterable[str]) -> set[str]:
-    ids = {str(uuid.UUID(bytes=packed[i : i + 16])) for i in range(0, len(packed), 16)}
-    ids.update(others)
-    return ids
 
 
 # --- one part's record -----------------------------------------------------------------------------------------
@@ -88,20 +64,19 @@ class PartRecord:
     records: int
     trimmed: int
     duplicates: int
-    ids: set[str]
+    id_bytes: bytes
+    """The part's record ids (``IdSet.to_bytes``)."""
     malformed: list[MalformedRecord] = field(default_factory=list)
     outcome: JsonDict = field(default_factory=dict)
     """What the call returned to the lane (the session position after it): returned again when the call reruns."""
 
     def to_json(self) -> JsonDict:
-        packed, others = pack_ids(sorted(self.ids))
         return {
             "key": self.key,
             "records": self.records,
             "trimmed": self.trimmed,
             "duplicates": self.duplicates,
-            "guids": base64.b64encode(packed).decode(),
-            "ids": others,
+            "ids": base64.b64encode(self.id_bytes).decode(),
             "malformed": [_malformed_json(m) for m in self.malformed],
             "outcome": self.outcome,
         }
@@ -113,7 +88,7 @@ class PartRecord:
             records=int(data["records"]),
             trimmed=int(data["trimmed"]),
             duplicates=int(data["duplicates"]),
-            ids=unpack_ids(base64.b64decode(data["guids"]), data.get("ids") or ()),
+            id_bytes=base64.b64decode(data["ids"]),
             malformed=[_malformed_from(m) for m in data.get("malformed") or ()],
             outcome=dict(data.get("outcome") or {}),
         )
@@ -122,7 +97,7 @@ class PartRecord:
 class _AfterParts(Deduplicator):
     """This part's ids, with every id of the parts before it counted as already seen."""
 
-    def __init__(self, prior: Container[str]) -> None:
+    def __init__(self, prior: IdSet) -> None:
         super().__init__()
         self._prior = prior
 
@@ -130,18 +105,22 @@ class _AfterParts(Deduplicator):
         return record_id in self._prior or super().__contains__(record_id)
 
     def add(self, record_id: str) -> bool:
-        return record_id not in self._prior and super().add(record_id)
+        key = guid_key(record_id)
+        if key is None:
+            return record_id not in self._prior and super().add(record_id)
+        return not self._prior.has_key(key) and self.add_key(key)
 
 
 class _IdCache:
     """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back."""
 
     def __init__(self, size: int = 32) -> None:
-        self._entries: OrderedDict[str, tuple[tuple[str, ...], frozenset[str]]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[tuple[str, ...], IdSet]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def get(self, name: str, keys: Sequence[str]) -> frozenset[str] | None:
+    def get(self, name: str, keys: Sequence[str]) -> IdSet | None:
+        """The ids of the parts ``keys`` when cached; the caller must not change the set."""
         with self._lock:
             entry = self._entries.get(name)
             if entry is None or entry[0] != tuple(keys):
@@ -149,7 +128,7 @@ class _IdCache:
             self._entries.move_to_end(name)
             return entry[1]
 
-    def put(self, name: str, keys: Sequence[str], ids: frozenset[str]) -> None:
+    def put(self, name: str, keys: Sequence[str], ids: IdSet) -> None:
         with self._lock:
             self._entries[name] = (tuple(keys), ids)
             self._entries.move_to_end(name)
@@ -187,17 +166,16 @@ class ChunkParts:
             raise SinkError(f"part {key} of {self.name} has no record: it was committed or discarded")
         return record
 
-    def ids_before(self, keys: Sequence[str]) -> frozenset[str]:
-        """Every record id in the parts ``keys``."""
+    def ids_before(self, keys: Sequence[str]) -> IdSet:
+        """Every record id in the parts ``keys`` (not to be changed: it may be the cached set)."""
         cached = ID_CACHE.get(self.name, keys)
         if cached is not None:
             return cached
-        ids: set[str] = set()
+        ids = IdSet()
         for key in keys:
-            ids |= self._require(key).ids
-        frozen = frozenset(ids)
-        ID_CACHE.put(self.name, keys, frozen)
-        return frozen
+            ids.update(IdSet.from_bytes(self._require(key).id_bytes))
+        ID_CACHE.put(self.name, keys, ids)
+        return ids
 
     def write(
         self, key: str, pages: Iterable[RecordPage], before: Sequence[str], outcome: Callable[[], JsonDict]
@@ -209,21 +187,22 @@ class ChunkParts:
         prior = self.ids_before(before)
         seen = _AfterParts(prior)
         rules = ChunkRecords(self.chunk.window(), seen)
-        data = b"".join(rules.page_lines(page) for page in pages)
+        data = b"".join(rules.lines(pages))  # the call's next HTTP page is fetched while this one is processed
         kept = rules.quarantine.settle(())  # settled against the good records at the commit, over every part
-        ids = set(seen)
         record = PartRecord(
             key=key,
             records=rules.records,
             trimmed=rules.trimmed + rules.quarantine.trimmed,
             duplicates=rules.duplicates,
-            ids=ids,
+            id_bytes=seen.to_bytes(),
             malformed=kept,
             outcome=outcome(),
         )
         self.sink.stage_part(self.name, key, data)
         write_bytes(self.sink, self._record_name(key), _dumps(record.to_json()))  # last: the part is complete
-        ID_CACHE.put(self.name, [*before, key], prior | ids)
+        known = prior.copy()
+        known.update(seen)
+        ID_CACHE.put(self.name, [*before, key], known)
         return record
 
     def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
@@ -243,12 +222,10 @@ class ChunkParts:
             return done
         records = [self._require(key) for key in keys]
         quarantine = Quarantine(self.chunk.window())
-        good: set[str] = set()
         for record in records:
-            good |= record.ids
             for broken in record.malformed:
                 quarantine.add(broken)
-        malformed = quarantine.settle(good)
+        malformed = quarantine.settle(self.ids_before(keys))
         stored = self.sink.commit_parts(self.name, keys)
         quarantine_name = None
         if malformed:
@@ -277,4 +254,4 @@ class ChunkParts:
         self.sink.discard_parts(self.name, keys)
         for key in keys:
             self.sink.delete(self._record_name(key))
-        ID_CACHE.put(self.name, (), frozenset())
+        ID_CACHE.put(self.name, (), IdSet())

@@ -1,7 +1,8 @@
 """Records end to end: the audit adapter → the chunk writer → the local-folder sink, one large chunk, side by side.
 
 The path measured is the one an export activity runs: ``GraphAuditClient.iter_record_pages`` (or the Exchange
-client's session) over real HTTPS against the emulator, then ``activities.chunk_writer.write_chunk`` into a
+client's session) over real HTTPS against the emulator, then ``activities.chunk_writer.write_chunk`` (Graph; for
+Exchange, ``activities.exchange_calls.exchange_call`` once per InvokeCommand call, each a part, then the commit) into a
 ``LocalFolderSink`` (trim to the window, de-duplicate by id, serialise JSONL, SHA-256, fsync, atomic rename). The
 emulator runs with zero latency (queries finish at once, no throttling, no broken pages; ``--page-latency`` adds a
 wait before each page, as a real service has) in its own process; each
@@ -130,7 +131,6 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
 
         exchange = ExchangeAuditClient(config, session_cap=session_cap)
         exchange.count(window, AuditFilters())  # sign in and warm the connection like the Graph case's create
-        pages = exchange.iter_record_pages(window, AuditFilters())
     import json as _json  # noqa: F401  - both variants pay this import before the baseline
 
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -139,9 +139,12 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
     cpu0 = time.process_time()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        summary = write_chunk(
-            LocalFolderSink(tmp), tenant_id=DOMAIN, collection_id="bench", chunk=chunk, pages=pages, attempt=1
-        )
+        if source == "graph":
+            summary = write_chunk(
+                LocalFolderSink(tmp), tenant_id=DOMAIN, collection_id="bench", chunk=chunk, pages=pages, attempt=1
+            )
+        else:
+            summary = _exchange_calls(exchange, LocalFolderSink(tmp), chunk)
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -160,6 +163,24 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
             "orjson_loaded": uses_orjson,
         }
     )
+
+
+def _exchange_calls(exchange: Any, sink: Any, chunk: Any) -> Any:
+    """The chunk as the collector's Exchange lane reads it: one ``exchange_call`` activity body per InvokeCommand call
+    (each a part of the chunk's object), the cursor carried from one to the next, until the last one commits."""
+    from activities.chunk_parts import ChunkParts
+    from activities.exchange_calls import exchange_call
+    from shared.models import ChunkSummary
+
+    parts = ChunkParts(sink, tenant_id=DOMAIN, collection_id="bench", chunk=chunk)
+    payload: dict[str, Any] = {"chunk": chunk.to_json(), "cursor": None, "call": 0, "attempt": 1}
+    while True:
+        result = exchange_call(exchange, parts, payload)
+        if not result.ok:
+            raise RuntimeError(f"exchange call failed: {result.error}")
+        if "summary" in result.data:
+            return ChunkSummary.from_json(result.data["summary"])
+        payload = {**payload, "cursor": result.data["cursor"], "call": payload["call"] + 1}
 
 
 def _run_variant(variant: str, args: argparse.Namespace, urls: dict[str, Any], server: Any) -> dict[str, Any]:

@@ -40,7 +40,7 @@ def run_scenario(collections: int, budget: int, mode: str, args: argparse.Namesp
     config.graph.completion_delay_seconds = args.latency
     config.graph.completion_jitter_seconds = args.jitter
     config.graph.max_concurrent_queries = limit
-    config.exchange.latency_seconds = args.latency / 2  # a chunk makes at least two calls (count probe, page)
+    config.exchange.latency_seconds = args.latency / 2  # a small chunk is one InvokeCommand call
     config.exchange.latency_jitter_seconds = args.jitter / 2
     config.exchange.max_concurrent_sessions = limit
     config.graph.concurrency_retry_after_seconds = 0

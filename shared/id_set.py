@@ -60,9 +60,7 @@ class IdSet:
         key = guid_key(record_id)
         if key is None:
             return record_id in self._texts
-        if key == 0:
-            return self._zero
-        return self._find(key) >= 0 and key not in self._removed
+        return self.has_key(key)
 
     def add(self, record_id: str) -> bool:
         """Adds the id; True when it was not a member yet."""
@@ -72,6 +70,16 @@ class IdSet:
                 return False
             self._texts.add(record_id)
             return True
+        return self.add_key(key)
+
+    def has_key(self, key: int) -> bool:
+        """Whether the GUID with the 128-bit number ``key`` (``guid_key``) is a member."""
+        if key == 0:
+            return self._zero
+        return self._find(key) >= 0 and key not in self._removed
+
+    def add_key(self, key: int) -> bool:
+        """Adds the GUID with the 128-bit number ``key`` (``guid_key``); True when it was not a member yet."""
         if key == 0:
             new = not self._zero
             self._zero = True
@@ -130,6 +138,20 @@ class IdSet:
                     slot = (slot + 1) & mask
                 highs[slot], lows[slot] = high, low
 
+    def update(self, other: IdSet) -> None:
+        """Adds every member of ``other`` (GUIDs as numbers: no text is made or parsed)."""
+        for key in other.guids():
+            self.add_key(key)
+        self._texts |= other._texts
+
+    def copy(self) -> IdSet:
+        """An independent set with the same members (the GUID table is copied as it is, not re-inserted)."""
+        twin = IdSet.__new__(IdSet)
+        twin._capacity, twin._shift, twin._guids, twin._zero = self._capacity, self._shift, self._guids, self._zero
+        twin._high, twin._low = array("Q", self._high), array("Q", self._low)
+        twin._texts, twin._removed = set(self._texts), set(self._removed)
+        return twin
+
     def guids(self) -> Iterator[int]:
         """The GUID members as 128-bit numbers (table order)."""
         if self._zero:
@@ -174,7 +196,7 @@ class IdSet:
             raise ValueError("id set is truncated")
         ids = cls()
         for start in range(12, end, 16):
-            ids.add(guid_text(int.from_bytes(data[start : start + 16], "big")))
+            ids.add_key(int.from_bytes(data[start : start + 16], "big"))
         position = end
         while position < len(data):
             if position + 4 > len(data):

@@ -1,31 +1,31 @@
 """Exchange Online ``Search-UnifiedAuditLog`` via the REST ``InvokeCommand`` endpoint, as an :class:`AuditSearchApi`.
 
 A window is read in one ``ReturnLargeSet`` session: the same ``SessionId`` is sent again until ``ResultIndex``
-reaches ``ResultCount``. A session can deliver at most 50,000 records, so the count is probed first and a larger
-window raises :class:`NeedsSplitError` before any page is produced.
+reaches ``ResultCount``. Each cmdlet call (:meth:`ExchangeAuditClient.read_block`) takes the session's next block of
+``ResultSize`` (5,000) rows; the caller carries the session's cursor from call to call
+(``shared.audit.exchange_session``). A session can deliver at most 50,000 records, so a first call that learns a
+larger ``ResultCount`` raises :class:`NeedsSplitError` (or pages up to the cap when the window cannot be split).
 
-Each cmdlet call takes the session's next block of ``ResultSize`` (5,000) rows, and the service sends that block in
-HTTP pages of its own choosing with an ``@odata.nextLink``: the client asks ``Prefer: odata.maxpagesize=1000`` and
-POSTs each link, pinned to the configured host, with the same body (as CIPP and ExoHelper do), checking that
-``ResultIndex`` runs on across pages and calls. A page read again after a failure is safe (its link names it); the
-first call of a block is not (it advances the session), so when its outcome is unknown, or the rows stop adding up,
-the session is started over (bounded). Rows a restarted session delivers again repeat records already yielded:
-callers de-duplicate by id, as the chunk writer does.
+The service sends a block in HTTP pages of its own choosing with an ``@odata.nextLink``: the client asks
+``Prefer: odata.maxpagesize=1000`` and POSTs each link, pinned to the configured host, with the same body (as CIPP
+and ExoHelper do), checking that ``ResultIndex`` runs on across pages and calls. A page read again after a failure
+is safe (its link names it); the first page of a call is not (the call advances the session), so when its outcome is
+unknown, or the rows stop adding up, the caller starts a new session (bounded). Rows a new session delivers again
+repeat records already read: callers de-duplicate by id, as the chunk writer does.
 
 Calls are routed by ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<initial domain>``, the app-only form public
 clients send, so the tenant must be given as its initial domain (``contoso.onmicrosoft.com``).
 
-Record types: the cmdlet takes a single ``RecordType``. When several are asked for, this client runs one session per
-record type (probing all of them before the first page), so a multi-type filter stays exact without the caller
-splitting it. ``service`` and ``administrative_unit_ids`` have no cmdlet parameter and are rejected
-(:func:`validate_exchange_filters`) rather than silently ignored.
+Record types: the cmdlet takes a single ``RecordType``. When several are asked for, the window is read in one
+session per record type (:meth:`ExchangeAuditClient.record_types`), so a multi-type filter stays exact without the
+caller splitting it. ``service`` and ``administrative_unit_ids`` have no cmdlet parameter and are rejected
+(:func:`validate_exchange_filters`) rather than silently ignored. :meth:`ExchangeAuditClient.count` is a one-row call
+of a throwaway session per record type, for the ``doctor`` preflight and the benchmark's warm-up.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,7 +35,7 @@ from urllib.parse import quote, urlsplit
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig, is_initial_domain
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor, int_field, is_empty_result
-from shared.audit.http import AmbiguousResponseError, ApiIdentity, http_client_for
+from shared.audit.http import ApiIdentity, http_client_for
 from shared.audit.normalise import exchange_item, page_of, pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
 from shared.errors import (
@@ -54,7 +54,6 @@ RESULT_SIZE = 5000
 PROBE_RESULT_SIZE = 1
 PAGE_SIZE_PREFERENCE = 1000
 """Rows per HTTP page asked with ``Prefer: odata.maxpagesize`` (what every public client asks; the service decides)."""
-SESSION_RESTARTS = 2
 EXCHANGE_PERMISSION = 'Exchange.ManageAsApp + the "View-Only Audit Logs" role'
 EXCHANGE_API = ApiIdentity(
     name="Exchange InvokeCommand",
@@ -142,7 +141,6 @@ class ExchangeAuditClient:
         retry_wait_scale: float = 1.0,
         session_cap: int = SESSION_CAP,
         result_size: int = RESULT_SIZE,
-        session_restarts: int = SESSION_RESTARTS,
         anchor: str | None = None,
     ) -> None:
         self._config = config
@@ -160,16 +158,34 @@ class ExchangeAuditClient:
         self._origin = urlsplit(config.exchange_base_url)
         self.session_cap = session_cap
         self._result_size = result_size
-        self._session_restarts = session_restarts
-        self._pause = sleep or time.sleep
-        self._wait_scale = retry_wait_scale
 
     def close(self) -> None:
         self._http.close()
 
     # --- one cmdlet call -----------------------------------------------------------------------------------------
-    def _call(self, parameters: dict[str, Any], *, advances_session: bool) -> Iterator[list[Any]]:
-        """The rows of one cmdlet call, one HTTP page at a time (following ``@odata.nextLink``)."""
+    def _call(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters,
+        session_id: str,
+        *,
+        record_type: str | None,
+        high: bool,
+        probe: bool,
+    ) -> Iterator[list[Any]]:
+        """The rows of one cmdlet call, one HTTP page at a time (following ``@odata.nextLink``).
+
+        A ``probe`` asks one row of a throwaway session: sending it again is harmless. Any other call advances its
+        session, so its first request is not sent again when its outcome is unknown.
+        """
+        parameters = build_parameters(
+            window,
+            filters,
+            record_type=record_type,
+            session_id=session_id,
+            result_size=PROBE_RESULT_SIZE if probe else self._result_size,
+            high_completeness=high,
+        )
         headers = {
             "X-CmdletName": "Search-UnifiedAuditLog",
             "X-ResponseFormat": "json",
@@ -179,7 +195,7 @@ class ExchangeAuditClient:
         }
         body = {"CmdletInput": {"CmdletName": "Search-UnifiedAuditLog", "Parameters": parameters}}
         url: str | None = self._url
-        resend = not advances_session  # a nextLink page names itself: reading it again is safe
+        resend = probe  # a nextLink page names itself: reading it again is safe
         while url is not None:
             try:
                 response = self._http.request_json(
@@ -243,16 +259,11 @@ class ExchangeAuditClient:
         :class:`SessionBrokenError`, and a first page whose outcome is unknown :class:`AmbiguousResponseError`: the
         caller starts a new session (rows it repeats are removed by id).
         """
-        params = build_parameters(
-            window,
-            filters,
-            record_type=record_type,
-            session_id=cursor.session_id,
-            result_size=self._result_size,
-            high_completeness=high_completeness,
-        )
         in_call = 0
-        for rows in self._call(params, advances_session=True):
+        rows_of_call = self._call(
+            window, filters, cursor.session_id, record_type=record_type, high=high_completeness, probe=False
+        )
+        for rows in rows_of_call:
             if in_call == 0 and is_empty_result(rows):
                 if cursor.result_count is None:
                     cursor.result_count = 0  # nothing in the window (or it emptied)
@@ -267,7 +278,13 @@ class ExchangeAuditClient:
                 count = int_field(rows[0], "ResultCount")
                 if count is not None and count > self.session_cap:
                     if not allow_over_cap:
-                        self._check_cap(count, window, record_type)
+                        scope = f" (RecordType {pascal(record_type)})" if record_type else ""
+                        raise NeedsSplitError(
+                            f"{count} records in {window.start.isoformat()}..{window.end.isoformat()}{scope} exceed "
+                            f"the {self.session_cap}-record session cap",
+                            limit=self.session_cap,
+                            reported_count=count,
+                        )
                     cursor.limit = self.session_cap  # page as far as the cap allows; the caller reports the rest
             kept = cursor.within_limit(rows)
             cursor.accept(kept)
@@ -278,146 +295,17 @@ class ExchangeAuditClient:
             if cursor.done:
                 return
 
-    def _probe(self, window: TimeWindow, filters: AuditFilters, record_type: str | None, high: bool) -> int:
-        session_id = str(uuid.uuid4())
-        params = build_parameters(
-            window,
-            filters,
-            record_type=record_type,
-            session_id=session_id,
-            result_size=PROBE_RESULT_SIZE,
-            high_completeness=high,
-        )
-        # Sending a probe again is harmless (any row carries the same ResultCount).
-        rows = next(iter(self._call(params, advances_session=False)), [])
-        if is_empty_result(rows):
-            return 0
-        count = int_field(rows[0], "ResultCount") if isinstance(rows[0], dict) else None
-        if count is None or count < 0:
-            raise TransientApiError(f"probe session {session_id} returned no valid ResultCount")
-        return count
-
     def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
-        return sum(self._probe(window, filters, t, high_completeness) for t in self._types(filters))
-
-    def iter_record_pages(
-        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
-    ) -> Iterator[RecordPage]:
-        counts = [(t, self._probe(window, filters, t, high_completeness)) for t in self._types(filters)]
-        for record_type, count in counts:
-            self._check_cap(count, window, record_type)
-        for record_type, count in counts:
-            if count:
-                yield from self._iter_session(window, filters, record_type, count, high=high_completeness)
-
-    def iter_record_pages_up_to_cap(
-        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
-    ) -> Iterator[RecordPage]:
-        """Like ``iter_record_pages``, but a window over the session cap is paged as far as the cap allows.
-
-        For a window the caller cannot split any further: every page the session can give is yielded, then
-        :class:`NeedsSplitError` says records were left out (so the caller reports the chunk incomplete).
-        """
-        counts = [(t, self._probe(window, filters, t, high_completeness)) for t in self._types(filters)]
-        over: list[tuple[int, str | None]] = []
-        for record_type, count in counts:
-            if count:
-                yield from self._iter_session(
-                    window, filters, record_type, count, up_to_cap=True, high=high_completeness
-                )
-            if count > self.session_cap:
-                over.append((count, record_type))
-        for count, record_type in over:
-            self._check_cap(count, window, record_type)
-
-    def _check_cap(self, count: int, window: TimeWindow, record_type: str | None) -> None:
-        if count > self.session_cap:
-            scope = f" (RecordType {pascal(record_type)})" if record_type else ""
-            raise NeedsSplitError(
-                f"{count} records in {window.start.isoformat()}..{window.end.isoformat()}{scope} exceed the "
-                f"{self.session_cap}-record session cap",
-                limit=self.session_cap,
-                reported_count=count,
-            )
-
-    # --- one session, started over when it breaks ----------------------------------------------------------------
-    def _iter_session(
-        self,
-        window: TimeWindow,
-        filters: AuditFilters,
-        record_type: str | None,
-        probed: int,
-        *,
-        up_to_cap: bool = False,
-        high: bool = False,
-    ) -> Iterator[RecordPage]:
-        restarts = 0
-        while True:
-            # Up to the cap, the service stops at the cap: that is the end, not a broken session.
-            cursor = SessionCursor(str(uuid.uuid4()), limit=self.session_cap if up_to_cap else None)
-            try:
-                yield from self._page_session(
-                    cursor, window, filters, record_type=record_type, probed=probed, up_to_cap=up_to_cap, high=high
-                )
-                return
-            except (AmbiguousResponseError, SessionBrokenError) as exc:
-                if restarts >= self._session_restarts:
-                    raise TransientApiError(
-                        f"session {cursor.session_id} broke and {restarts} restart(s) did not help: {exc}"
-                    ) from None
-                restarts += 1
-                logger.warning(
-                    "session %s at index %d: %s; starting a new session (rows it repeats are removed by id)",
-                    cursor.session_id,
-                    cursor.next_index - 1,
-                    exc,
-                )
-                self._pause(min(2.0**restarts, self._config.max_retry_wait_seconds) * self._wait_scale)
-
-    def _page_session(
-        self,
-        cursor: SessionCursor,
-        window: TimeWindow,
-        filters: AuditFilters,
-        *,
-        record_type: str | None,
-        probed: int,
-        up_to_cap: bool,
-        high: bool,
-    ) -> Iterator[RecordPage]:
-        params = build_parameters(
-            window,
-            filters,
-            record_type=record_type,
-            session_id=cursor.session_id,
-            result_size=self._result_size,
-            high_completeness=high,
-        )
-        # Records may arrive between probe and session; allow for growth but never loop forever.
-        max_calls = math.ceil(max(probed, self.session_cap) / self._result_size) + 2
-        for _ in range(max_calls):
-            in_call = 0
-            for rows in self._call(params, advances_session=True):
-                if in_call == 0 and is_empty_result(rows):
-                    if cursor.result_count is None:
-                        return  # the window emptied between probe and session
-                    raise SessionBrokenError(
-                        f"session {cursor.session_id} ended at index {cursor.next_index - 1} of {cursor.result_count}"
-                    )
-                in_call += len(rows)
-                if in_call > self._result_size:
-                    raise SessionBrokenError(f"a call of session {cursor.session_id} gave more than ResultSize rows")
-                kept = cursor.within_limit(rows)
-                first = cursor.result_count is None
-                cursor.accept(kept)
-                if first and cursor.result_count is not None and not up_to_cap:
-                    self._check_cap(cursor.result_count, window, record_type)
-                page = page_of(kept, exchange_item)
-                if page.malformed:
-                    logger.warning(
-                        "session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed)
-                    )
-                yield page
-                if cursor.done:
-                    return
-        raise TransientApiError(f"session {cursor.session_id} did not finish within {max_calls} calls")
+        """How many records the window holds: the ``ResultCount`` of a one-row call per record type."""
+        total = 0
+        for record_type in self._types(filters):
+            session_id = str(uuid.uuid4())
+            probe = self._call(window, filters, session_id, record_type=record_type, high=high_completeness, probe=True)
+            rows = next(probe, [])
+            if is_empty_result(rows):
+                continue
+            count = int_field(rows[0], "ResultCount") if isinstance(rows[0], dict) else None
+            if count is None or count < 0:
+                raise TransientApiError(f"probe session {session_id} returned no valid ResultCount")
+            total += count
+        return total

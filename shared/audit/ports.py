@@ -139,20 +139,6 @@ class AuditSearchApi(Protocol):
 
         Raises ``NeedsSplitError`` (over the session cap, unless ``allow_over_cap``) and ``SessionBrokenError`` or
         ``AmbiguousResponseError`` when the session cannot go on (start a new one; repeated records are removed by
-        id downstream).
-        """
-        ...
-
-    def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
-        """Probe how many records the window holds (``ResultCount``)."""
-        ...
-
-    def iter_record_pages(
-        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
-    ) -> Iterator[RecordPage]:
-        """Page one search session; raises ``NeedsSplitError`` when the window exceeds the session cap.
-
-        ``high_completeness`` asks the service for completeness over speed (Exchange's ``-HighCompleteness``).
-        Pages may repeat records (a session started over); consumers de-duplicate by id.
+        id downstream). ``high_completeness`` asks for completeness over speed (Exchange's ``-HighCompleteness``).
         """
         ...

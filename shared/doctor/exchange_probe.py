@@ -3,8 +3,10 @@
 Every call goes through the collector's own adapter (``ExchangeAuditClient``): a count over the last 15 minutes
 shows routing and the role; the tenant GUID form of the anchor (``APP:SystemMailbox{...}@<tenant GUID>``, what some
 public clients send) is tried once more with the adapter's routing hint replaced, to say whether the service accepts
-it too. Then the window is widened until it holds more than 1,000 records (bounded widenings and time) and one
-``ReturnLargeSet`` session is read, observing the HTTP page sizes the service chose and whether the nextLinks added up.
+it too. Then the window is widened until it holds more than 1,000 records (bounded widenings and time) and its
+``ReturnLargeSet`` session is read the way the collector reads a chunk (``exchange_session.read_window``: one
+``read_block`` call after another, the cursor carried between them, a broken session started over), observing the
+HTTP page sizes the service chose and whether the nextLinks added up.
 All of it is read-only: Search-UnifiedAuditLog searches, it creates nothing.
 """
 
@@ -16,8 +18,9 @@ from datetime import datetime, timedelta
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig, is_initial_domain
-from shared.audit.exchange import RESULT_SIZE, SYSTEM_MAILBOX, ExchangeAuditClient, anchor_mailbox
-from shared.audit.ports import AuditFilters, TimeWindow
+from shared.audit.exchange import SYSTEM_MAILBOX, ExchangeAuditClient, anchor_mailbox
+from shared.audit.exchange_session import read_window
+from shared.audit.ports import AuditFilters, AuditSearchApi, TimeWindow
 from shared.doctor.fixes import EXCHANGE_MANAGE_AS_APP_FIX, EXCHANGE_ROLE_FIX, ROUTING_FIX, failure
 from shared.doctor.graph_probe import close_pages
 from shared.doctor.model import EXCHANGE_PROBES, Budget, ProbeResult, brief, differs, failed, ok, skipped
@@ -261,25 +264,29 @@ class ExchangeProbe:
         return None, tried
 
     def _read_session(
-        self, client: ExchangeAuditClient, window: TimeWindow, count: int, time_left: Callable[[], bool]
+        self, client: AuditSearchApi, window: TimeWindow, count: int, time_left: Callable[[], bool]
     ) -> ProbeResult:
+        """The window read as the collector reads a chunk: ``read_block`` call after call, the cursor carried."""
         sizes: list[int] = []
+        next_links = 0
         seen: set[str] = set()
         repeated = 0
         stopped = False
-        pages = client.iter_record_pages(window, AuditFilters())
+        calls = read_window(client, window, AuditFilters())
         try:
-            for page in pages:
-                sizes.append(len(page.records) + len(page.malformed))
-                for record in page.records:
-                    record_id = str(record.get("id"))
-                    repeated += record_id in seen
-                    seen.add(record_id)
+            for pages, _ in calls:
+                next_links += max(0, len(pages) - 1)  # a call's first page answers the call, the rest its nextLinks
+                for page in pages:
+                    sizes.append(len(page.records) + len(page.malformed))
+                    for record in page.records:
+                        record_id = str(record.get("id"))
+                        repeated += record_id in seen
+                        seen.add(record_id)
                 if not time_left():
                     stopped = True
                     break
         finally:
-            close_pages(pages)
+            close_pages(calls)
         rows = sum(sizes)
         shape = describe_sizes(sizes) if sizes else "no page"
         if repeated:
@@ -288,8 +295,6 @@ class ExchangeProbe:
                 f"the session's rows did not add up across pages: {repeated:,} of {rows:,} rows came again after the "
                 f"collector started the session over ({shape}); the collector removes them by id",
             )
-        offsets = [sum(sizes[:i]) for i in range(len(sizes))]
-        next_links = sum(1 for offset in offsets if offset % RESULT_SIZE)
         detail = (
             f"{rows:,} records over the last {_span(window.end - window.start)} ({count:,} counted) in "
             f"{len(sizes)} HTTP page{_plural(len(sizes))}: {shape}; nextLink followed {next_links} "

@@ -12,6 +12,7 @@ import pytest
 
 from shared.audit.config import AuditApiConfig
 from shared.audit.exchange import ExchangeAuditClient
+from shared.audit.exchange_session import read_window
 from shared.audit.graph import GraphAuditClient
 from shared.audit.ports import AuditFilters, QueryState, RecordPage, TimeWindow
 from shared.records import Deduplicator, trim_to_window
@@ -131,4 +132,6 @@ def graph_collect(client: GraphAuditClient, win: TimeWindow, filters: AuditFilte
 
 
 def exchange_collect(client: ExchangeAuditClient, win: TimeWindow, filters: AuditFilters | None = None) -> Collected:
-    return collect(client.iter_record_pages(win, filters or AuditFilters()), win)
+    """The window read as the lane reads a chunk: ``read_block`` call after call, the cursor carried."""
+    calls = read_window(client, win, filters or AuditFilters())
+    return collect((page for pages, _ in calls for page in pages), win)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from shared.audit.exchange import ExchangeAuditClient
+from shared.audit.exchange_session import read_window
 from shared.audit.graph import GraphAuditClient, parse_records_page
 from shared.audit.ports import AuditFilters, QueryState, TimeWindow
 from shared.errors import NeedsSplitError
@@ -112,10 +113,10 @@ def test_token_expiry_mid_run_recovers(emu: Emu) -> None:
     assert sum(emu.handle.stats.auth_failures.values()) > failures_before  # a 401 really happened
     assert emu.handle.stats.tokens_issued > tokens_before  # and a fresh token was fetched
     exchange = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, result_size=200)
-    session = exchange.iter_record_pages(win, AuditFilters())
-    first_ex = next(session)
+    calls = read_window(exchange, win, AuditFilters())
+    first_ex = next(calls)  # one InvokeCommand call (a block of 200 rows)
     emu.handle.expire_tokens()
-    ex_ids = [r["id"] for p in [first_ex, *session] for r in p.records]
+    ex_ids = [r["id"] for pages, _ in [first_ex, *calls] for p in pages for r in p.records]
     assert sorted(ex_ids) == truth(emu, win)
 
 
@@ -154,7 +155,7 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
 
         exchange = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, session_cap=120)
         with pytest.raises(NeedsSplitError) as info:
-            next(iter(exchange.iter_record_pages(win, AuditFilters())))
+            next(read_window(exchange, win, AuditFilters()))
         assert info.value.limit == 120 and info.value.reported_count == len(truth(emu, win))
         assert sorted(exchange_collect(exchange, small).ids) == truth(emu, small)
 

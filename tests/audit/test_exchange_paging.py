@@ -21,6 +21,7 @@ import pytest
 from shared.audit.config import AuditApiConfig
 from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor
+from shared.audit.exchange_session import read_window
 from shared.audit.http import AmbiguousResponseError
 from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import ConfigError, NeedsSplitError, PermanentApiError
@@ -99,12 +100,15 @@ def client_for(base_url: str, **kwargs: Any) -> ExchangeAuditClient:
 
 
 def collect_ids(client: ExchangeAuditClient, **kwargs: Any) -> tuple[list[str], int]:
-    """Ids as a consumer that de-duplicates by id (the chunk writer) keeps them, and how many repeats it dropped."""
+    """The window read call after call as the lane reads a chunk (``read_window``: ``read_block`` with the cursor
+    carried, a broken session started over); ids as a consumer that de-duplicates by id (the chunk writer) keeps
+    them, and how many repeats it dropped."""
     dedupe = Deduplicator()
     ids: list[str] = []
-    for page in client.iter_record_pages(WINDOW, AuditFilters(), **kwargs):
-        unique, _ = dedupe.filter(page.records)
-        ids += [r["id"] for r in unique]
+    for pages, _ in read_window(client, WINDOW, AuditFilters(), **kwargs):
+        for page in pages:
+            unique, _ = dedupe.filter(page.records)
+            ids += [r["id"] for r in unique]
     return ids, dedupe.duplicates_removed
 
 
@@ -130,7 +134,7 @@ def test_a_window_is_exact_whatever_page_size_the_service_picks(name: str, page_
         ids, repeats = collect_ids(client_for(srv.base_url))
     assert ids == expected(12_345), name
     assert repeats == 0
-    session_calls = [r for r in srv.requests[1:] if "$skiptoken" not in r.path]
+    session_calls = [r for r in srv.requests if "$skiptoken" not in r.path]
     assert [r.body["CmdletInput"]["Parameters"]["ResultSize"] for r in session_calls] == [5000] * 3
 
 
@@ -145,14 +149,14 @@ def test_requests_ask_for_1000_rows_and_route_with_the_app_only_anchor() -> None
         assert request.headers["X-AnchorMailbox"] == ANCHOR
     next_pages = [r for r in srv.requests if "$skiptoken" in r.path]
     assert len(next_pages) == 2  # 2,500 rows of one block: 1,000 + 1,000 + 500
-    assert all(r.body == srv.requests[1].body for r in next_pages)  # the same body, re-sent
+    assert all(r.body == srv.requests[0].body for r in next_pages)  # the same body, re-sent
 
 
 def test_a_next_link_to_another_host_is_refused_before_any_request_goes_there() -> None:
     api = PagedInvokeCommand(count=2_500, page_size=lambda _s, _i: 1000)
     with scripted_server(api.handle) as srv:
         api.base.append("https://evil.example.com")
-        pages = client_for(srv.base_url).iter_record_pages(WINDOW, AuditFilters())
+        pages = client_for(srv.base_url).read_block(WINDOW, AuditFilters(), SessionCursor("s-1"), record_type=None)
         assert len(next(pages).records) == 1000
         with pytest.raises(PermanentApiError, match="outside"):
             next(pages)
@@ -164,22 +168,21 @@ def test_a_failed_next_link_page_is_read_again_without_duplicates_or_gaps() -> N
         api.base.append(srv.base_url)
         ids, repeats = collect_ids(client_for(srv.base_url))
     assert ids == expected(4_200) and repeats == 0
-    assert len(api.sessions) == 2  # the probe and one collecting session: the failed page did not restart it
+    assert len(api.sessions) == 1  # the failed page did not start a new session
     failed = api.failed_tokens[0]
     assert api.served_tokens.count(failed) == 1  # the same page read again once, after the 503
 
 
 def test_a_lost_block_response_restarts_the_session_instead_of_skipping_a_block() -> None:
-    # Block 2 of the collecting session (session 2: session 1 is the count probe) advances, then its answer is lost.
-    # Sending that call again would hand out block 3; the adapter starts a fresh session instead, and the repeats of
-    # block 1 are removed by id downstream.
-    api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000, lose_block=(2, 2))
+    # Block 2 of the session advances, then its answer is lost. Sending that call again would hand out block 3; the
+    # reader starts a fresh session instead, and the repeats of block 1 are removed by id downstream.
+    api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000, lose_block=(1, 2))
     with scripted_server(api.handle) as srv:
         api.base.append(srv.base_url)
         ids, repeats = collect_ids(client_for(srv.base_url))
     assert ids == expected(12_000)
     assert repeats == 5000  # the first session's block 1, delivered again by the restarted session
-    assert len(api.sessions) == 3  # probe, the session that lost block 2, its replacement
+    assert len(api.sessions) == 2  # the session that lost block 2, its replacement
 
 
 def test_high_completeness_is_passed_as_the_cmdlet_switch() -> None:
@@ -192,14 +195,19 @@ def test_high_completeness_is_passed_as_the_cmdlet_switch() -> None:
         plain, _ = collect_ids(client)
     assert len(ids) == 10 and len(plain) == 10
     flags = [r.body["CmdletInput"]["Parameters"].get("HighCompleteness") for r in srv.requests]
-    assert flags[:3] == [True, True, True] and set(flags[3:]) == {None}
+    assert flags == [True, True, None]  # the count, the session with the switch, the session without
 
 
 @pytest.mark.parametrize("status", [404, 410])
-def test_a_missing_invoke_command_endpoint_names_the_setting_and_dooms(status: int) -> None:
+@pytest.mark.parametrize("how", ["count", "read_block"])
+def test_a_missing_invoke_command_endpoint_names_the_setting_and_dooms(status: int, how: str) -> None:
     body = {"Message": "No HTTP resource was found that matches the request URI."}
     with scripted_server(lambda _: Reply(status, body)) as srv, pytest.raises(ConfigError) as info:
-        client_for(srv.base_url).count(WINDOW, AuditFilters())
+        client = client_for(srv.base_url)
+        if how == "count":
+            client.count(WINDOW, AuditFilters())
+        else:
+            list(client.read_block(WINDOW, AuditFilters(), SessionCursor("s-1"), record_type=None))
     assert info.value.dooms_collection and "AUDIT_EXCHANGE_BASE_URL" in str(info.value)
     assert "/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand" in str(info.value)
 

@@ -11,8 +11,10 @@ import pytest
 
 from shared.audit.config import AuditApiConfig
 from shared.audit.exchange import ExchangeAuditClient, build_parameters, validate_exchange_filters
+from shared.audit.exchange_paging import SessionCursor
+from shared.audit.exchange_session import read_window
 from shared.audit.normalise import normalise_exchange_row
-from shared.audit.ports import AuditFilters, MalformedRecord, TimeWindow
+from shared.audit.ports import AuditFilters, MalformedRecord, RecordPage, TimeWindow
 from shared.errors import NeedsSplitError, RequestValidationError, TransientApiError
 from tests.audit.scripted_server import FakeTokens, Recorded, Reply, scripted_server
 
@@ -68,6 +70,11 @@ def client_for(base_url: str, **kwargs: Any) -> ExchangeAuditClient:
     return ExchangeAuditClient(config, tokens=FakeTokens(), sleep=lambda _: None, **kwargs)
 
 
+def pages_of(client: ExchangeAuditClient, filters: AuditFilters | None = None) -> list[RecordPage]:
+    """The window read as the lane reads a chunk: ``read_block`` call after call, the cursor carried."""
+    return [page for pages, _ in read_window(client, WINDOW, filters or AuditFilters()) for page in pages]
+
+
 def test_parameters_and_filters() -> None:
     filters = AuditFilters(
         operations=("Send", "MailItemsAccessed"),
@@ -113,16 +120,13 @@ def test_row_maps_to_graph_shape() -> None:
 
 def test_session_pages_until_result_count() -> None:
     with scripted_server(session_api(count=12, page=5)) as srv:
-        pages = list(client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters()))
+        pages = pages_of(client_for(srv.base_url, result_size=5))
     assert [len(p.records) for p in pages] == [5, 5, 2]
     ids = [r["id"] for p in pages for r in p.records]
     assert len(set(ids)) == 12
-    probe, *session = srv.requests
-    assert probe.body["CmdletInput"]["Parameters"]["ResultSize"] == 1
-    assert len({r.body["CmdletInput"]["Parameters"]["SessionId"] for r in session}) == 1
-    session_id = session[0].body["CmdletInput"]["Parameters"]["SessionId"]
-    assert probe.body["CmdletInput"]["Parameters"]["SessionId"] != session_id
-    headers = session[0].headers
+    assert len({r.body["CmdletInput"]["Parameters"]["SessionId"] for r in srv.requests}) == 1
+    assert [r.body["CmdletInput"]["Parameters"]["ResultSize"] for r in srv.requests] == [5, 5, 5]
+    headers = srv.requests[0].headers
     assert headers["X-CmdletName"] == "Search-UnifiedAuditLog" and headers["X-ResponseFormat"] == "json"
     assert (
         headers["X-AnchorMailbox"] == "APP:SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}@contoso.onmicrosoft.com"
@@ -131,32 +135,48 @@ def test_session_pages_until_result_count() -> None:
     assert srv.requests[0].path == "/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand"
 
 
+def test_count_asks_one_row_of_a_throwaway_session_per_record_type() -> None:
+    with scripted_server(session_api(count=12, page=5)) as srv:
+        client = client_for(srv.base_url, result_size=5)
+        assert client.count(WINDOW, AuditFilters()) == 12
+        filters = AuditFilters(record_types=("exchangeItem", "sharePointFileOperation"))
+        assert client.count(WINDOW, filters) == 24
+    params = [r.body["CmdletInput"]["Parameters"] for r in srv.requests]
+    assert [p["ResultSize"] for p in params] == [1, 1, 1]
+    assert [p.get("RecordType") for p in params] == [None, "ExchangeItem", "SharePointFileOperation"]
+    assert len({p["SessionId"] for p in params}) == 3  # never a session a read goes on with
+    assert srv.requests[0].headers["X-AnchorMailbox"].endswith("@contoso.onmicrosoft.com")
+
+
 @pytest.mark.parametrize("empty", [[], [{"ResultCount": 0, "ResultIndex": -1, "AuditData": None}]])
 def test_empty_result_forms(empty: list[dict[str, Any]]) -> None:
     with scripted_server(lambda _: Reply(200, {"value": empty})) as srv:
         client = client_for(srv.base_url)
         assert client.count(WINDOW, AuditFilters()) == 0
-        assert list(client.iter_record_pages(WINDOW, AuditFilters())) == []
+        assert pages_of(client) == []
+        assert len(srv.requests) == 2  # the count, and one call that found the session empty
 
 
-def test_count_over_cap_needs_split_before_any_session_call() -> None:
+def test_over_the_cap_the_first_call_needs_split_before_any_page() -> None:
     with scripted_server(session_api(count=120, page=5)) as srv:
         client = client_for(srv.base_url, session_cap=100, result_size=5)
         assert client.count(WINDOW, AuditFilters()) == 120
+        cursor = SessionCursor("s-1")
         with pytest.raises(NeedsSplitError) as info:
-            next(iter(client.iter_record_pages(WINDOW, AuditFilters())))
+            next(iter(client.read_block(WINDOW, AuditFilters(), cursor, record_type="exchangeItem")))
     assert info.value.limit == 100 and info.value.reported_count == 120
-    assert len(srv.requests) == 2  # the count probe and the split probe: no page was fetched
+    assert "RecordType ExchangeItem" in str(info.value)
+    assert len(srv.requests) == 2 and cursor.next_index == 1  # the count and the first call: no page was yielded
 
 
-def test_several_record_types_run_one_session_each_probing_all_first() -> None:
+def test_several_record_types_run_one_session_each() -> None:
     with scripted_server(session_api(count=3, page=5)) as srv:
         client = client_for(srv.base_url, result_size=5)
-        filters = AuditFilters(record_types=("exchangeItem", "sharePointFileOperation"))
-        assert client.count(WINDOW, filters) == 6
-        pages = list(client.iter_record_pages(WINDOW, filters))
-    types = [r.body["CmdletInput"]["Parameters"]["RecordType"] for r in srv.requests[2:]]
-    assert types == ["ExchangeItem", "SharePointFileOperation", "ExchangeItem", "SharePointFileOperation"]
+        filters = AuditFilters(record_types=("exchangeItem", "sharePointFileOperation", "exchangeItem"))
+        pages = pages_of(client, filters)
+    types = [r.body["CmdletInput"]["Parameters"]["RecordType"] for r in srv.requests]
+    assert types == ["ExchangeItem", "SharePointFileOperation"]  # a type named twice is read once
+    assert len({r.body["CmdletInput"]["Parameters"]["SessionId"] for r in srv.requests}) == 2
     assert (
         sorted(r["auditLogRecordType"] for p in pages for r in p.records)
         == ["exchangeItem"] * 3 + ["sharePointFileOperation"] * 3
@@ -188,25 +208,26 @@ def _early_end(call: int, rows: list[dict[str, Any]]) -> None:
     ("mutate", "message"),
     [(_gap, "not contiguous"), (_count_change, "ResultCount changed"), (_early_end, "ended at index 5 of 12")],
 )
-def test_integrity_violations_restart_the_session_then_are_transient(mutate: Any, message: str) -> None:
+def test_integrity_violations_start_new_sessions_then_are_transient(mutate: Any, message: str) -> None:
     with scripted_server(session_api(count=12, page=5, mutate=mutate)) as srv:
-        pages = client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters())
-        assert len(next(pages).records) == 5
+        calls = read_window(client_for(srv.base_url, result_size=5), WINDOW, AuditFilters())
+        assert [len(p.records) for p in next(calls)[0]] == [5]
         with pytest.raises(TransientApiError, match=message) as info:
-            list(pages)
-    assert "restart(s) did not help" in str(info.value)
-    sessions = {r.body["CmdletInput"]["Parameters"]["SessionId"] for r in srv.requests[1:]}
-    assert len(sessions) == 3  # the first session and two restarts
+            list(calls)
+    assert "new session(s) did not help" in str(info.value)
+    sessions = [r.body["CmdletInput"]["Parameters"]["SessionId"] for r in srv.requests]
+    # Every session breaks at its second block: the first, then two new ones (each read block one again), then out.
+    assert len(set(sessions)) == 3 and len(sessions) == 6
 
 
 def test_a_one_off_integrity_violation_is_healed_by_a_new_session() -> None:
     def once(call: int, rows: list[dict[str, Any]]) -> None:
-        if call == 3:  # probe, first block, then this block skips an index
+        if call == 2:  # the first block, then this block skips an index
             for r in rows:
                 r["ResultIndex"] += 1
 
     with scripted_server(session_api(count=12, page=5, mutate=once)) as srv:
-        pages = list(client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters()))
+        pages = pages_of(client_for(srv.base_url, result_size=5))
     ids = [r["id"] for p in pages for r in p.records]
     assert sorted(set(ids)) == sorted(f"id-ExchangeItem-{i}" for i in range(1, 13))
     assert len(ids) == 17  # the broken session's first 5 rows come again from the new one (removed by id later)
@@ -214,11 +235,11 @@ def test_a_one_off_integrity_violation_is_healed_by_a_new_session() -> None:
 
 def test_malformed_row_is_quarantined_rest_kept() -> None:
     def corrupt(call: int, rows: list[dict[str, Any]]) -> None:
-        if call == 2:
+        if call == 1:
             rows[1]["AuditData"] = rows[1]["AuditData"][:20]
 
     with scripted_server(session_api(count=4, page=5, mutate=corrupt)) as srv:
-        (page,) = list(client_for(srv.base_url, result_size=5).iter_record_pages(WINDOW, AuditFilters()))
+        (page,) = pages_of(client_for(srv.base_url, result_size=5))
     assert len(page.records) == 3 and len(page.malformed) == 1
     assert "id-ExchangeItem-2" in page.malformed[0].raw
 

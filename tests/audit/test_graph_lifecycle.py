@@ -11,11 +11,13 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from activities import bodies
+from shared import names
 from shared.audit.config import AuditApiConfig
 from shared.audit.graph import GraphAuditClient, build_query_body
 from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import TransientApiError
 from shared.models import ActivityResult, Chunk
+from shared.sinks.base import write_bytes
 from shared.sinks.memory import MemorySink
 from tests.audit.scripted_server import FakeTokens, Recorded, Reply, replies, scripted_server
 
@@ -133,9 +135,14 @@ def test_submit_creates_the_query_when_the_list_cannot_be_read_at_all(status: in
     with scripted_server(api.handle) as srv:
         api.base = srv.base_url
         payload = {"collectionId": "c", "tenantId": "t", "chunk": Chunk(WINDOW.start, WINDOW.end).to_json()}
-        result = ActivityResult.from_json(bodies.graph_submit(client_for(srv.base_url), MemorySink(), payload))
+        # An earlier run recorded its intent and died before the create answered: only then is the list searched.
+        sink = MemorySink()
+        chunk_name = names.chunk_object_name("t", "c", WINDOW.start, WINDOW.end)
+        write_bytes(sink, names.query_record_name(chunk_name), b'{"displayName": "earlier"}')
+        result = ActivityResult.from_json(bodies.graph_submit(client_for(srv.base_url), sink, payload))
     assert result.ok, result.error
     assert result.data["queryId"] == "new-1" and api.created == 1
+    assert any(r.method == "GET" for r in srv.requests)  # the list was tried (and could not be read)
 
 
 def test_the_fallback_scan_is_bounded() -> None:

@@ -117,11 +117,6 @@ class FakeSearchApi:
     served: dict[str, int] = field(default_factory=dict)
     """Per session id, the row index the service hands out next: a call advances it whatever becomes of its rows."""
 
-    def _in(self, window: TimeWindow) -> list[AuditRecord]:
-        from shared.records import parse_record_time
-
-        return [r for r in self.records if window.contains(parse_record_time(r))]
-
     def _in_or_unparseable(self, window: TimeWindow) -> list[AuditRecord]:
         from shared.records import parse_record_time
 
@@ -171,23 +166,4 @@ class FakeSearchApi:
                 raw = f'{{"ResultIndex": {start + i}, "AuditData": "{{not json'
                 page.malformed.append(MalformedRecord(raw, "auditData does not parse"))
             cursor.next_index += len(page.records)
-            yield page
-
-    def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
-        return len(self._in(window))
-
-    def iter_record_pages(
-        self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False
-    ) -> Iterator[RecordPage]:
-        self.high_completeness_calls += int(high_completeness)
-        found = self._in_or_unparseable(window)
-        if len(found) > self.cap:
-            raise NeedsSplitError("over cap", limit=self.cap, reported_count=len(found))
-        for i in range(0, len(found), self.page_size):
-            page = RecordPage(records=found[i : i + self.page_size])
-            if self.malformed_every and i % self.malformed_every == 0:
-                # Two broken rows are never byte-identical (each carries its ResultIndex), so give each its own text.
-                page.malformed.append(
-                    MalformedRecord(f'{{"ResultIndex": {i}, "AuditData": "{{not json', "auditData does not parse")
-                )
             yield page

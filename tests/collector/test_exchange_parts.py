@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 
 from activities import bodies
-from activities.chunk_parts import ID_CACHE, ChunkParts, pack_ids, part_key, unpack_ids
+from activities.chunk_parts import ID_CACHE, ChunkParts, part_key
 from activities.chunk_writer import write_chunk
 from shared import names
+from shared.audit.exchange_paging import SessionBrokenError
 from shared.audit.ports import RecordPage
 from shared.errors import SinkError
 from shared.models import ActivityResult, Chunk, ChunkSummary
@@ -193,13 +194,6 @@ def test_a_split_forgets_the_parts_already_written() -> None:
     assert sink.parts == {} and not any("/parts/" in n for n in sink.objects)
 
 
-def test_guid_ids_pack_to_16_bytes_and_other_ids_stay_as_they_are() -> None:
-    ids = ["3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60", "3C9E1F2A-5B6D-4E7F-8A90-1B2C3D4E5F61", "rec-1", ""]
-    packed, others = pack_ids(ids)
-    assert len(packed) == 16 and others == ids[1:]  # only the canonical spelling packs; the rest round-trip as is
-    assert unpack_ids(packed, others) == set(ids)
-
-
 def test_parts_write_against_every_earlier_part() -> None:
     sink = MemorySink()
     parts = ChunkParts(sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK)
@@ -211,3 +205,49 @@ def test_parts_write_against_every_earlier_part() -> None:
     summary = parts.commit(["00000", "00001"], attempt=2, incomplete=False)
     assert summary.records == 6 and summary.duplicates == 2 and summary.attempts == 2
     assert [json.loads(x)["id"] for x in (sink.read_bytes(summary.blob) or b"").splitlines()] == [r["id"] for r in rows]
+
+
+class SessionsBreakAtTheirSecondCall(FakeSearchApi):
+    """A service on which every session breaks after its first block (each new session reads block one again)."""
+
+    def read_block(self, *args: Any, **kwargs: Any) -> Any:
+        session = args[2]
+        if session.next_index > 1:
+            self.calls += 1
+            raise SessionBrokenError(f"session {session.session_id}: ResultIndex not contiguous")
+        yield from super().read_block(*args, **kwargs)
+
+
+def test_sessions_that_keep_breaking_fail_the_chunk_instead_of_calling_for_ever() -> None:
+    # Each call's new session succeeds once, so a bound that counted only within one call never ran out: the lane
+    # called on and on, writing the first block again and again. The bound holds across the chunk's calls.
+    api, sink = SessionsBreakAtTheirSecondCall(synthetic(T0, 1, 50), cap=1000, block_size=20), MemorySink()
+    cursor = None
+    for number in range(12):
+        result = call(api, sink, cursor, number)
+        if not result.ok:
+            break
+        cursor = result.data["cursor"]
+    assert not result.ok and result.error is not None, "the lane kept calling a session that always breaks"
+    assert result.error.retryable and "new session(s) did not help" in result.error.message
+    assert number == 3 and api.calls == 6  # a first block, then 2 new sessions (each read block one again), then out
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_ids_of_any_spelling_are_exact_across_parts(cached: bool) -> None:
+    """GUIDs in canonical form are kept as numbers, any other spelling as text: an upper-case GUID is another id."""
+    sink = MemorySink()
+    parts = ChunkParts(sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK)
+    guid = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
+    spellings = [guid, guid.upper(), "rec-1", "", "00000000-0000-0000-0000-000000000000"]
+    rows = synthetic(T0, 1, len(spellings))
+    for row, record_id in zip(rows, spellings, strict=True):
+        row["id"] = record_id
+    first = parts.write("00000", [RecordPage(rows)], [], lambda: {})
+    if not cached:
+        ID_CACHE.clear()  # the next call runs in another worker process: the ids are read back from the part
+    again = [{**row, "id": record_id} for row, record_id in zip(rows, [*spellings[1:], guid], strict=True)]
+    second = parts.write("00001", [RecordPage([*again, {**rows[0], "id": guid[:-1] + "1"}])], ["00000"], lambda: {})
+    assert (first.records, second.records, second.duplicates) == (5, 1, 5)
+    summary = parts.commit(["00000", "00001"], attempt=1, incomplete=False)
+    assert ids_of(sink, summary) == [*spellings, guid[:-1] + "1"]

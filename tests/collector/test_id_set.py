@@ -40,6 +40,31 @@ def test_it_behaves_exactly_like_a_set_of_strings(ops: list[tuple[str, str]]) ->
     assert set(IdSet.from_bytes(ids.to_bytes())) == model
 
 
+@settings(max_examples=200, deadline=None)
+@given(OPS, OPS)
+def test_copy_and_update_are_a_set_copy_and_union(first: list[tuple[str, str]], second: list[tuple[str, str]]) -> None:
+    def build(ops: list[tuple[str, str]]) -> tuple[IdSet, set[str]]:
+        ids, model = IdSet(), set[str]()
+        for op, record_id in ops:
+            if op == "add":
+                ids.add(record_id)
+                model.add(record_id)
+            elif op == "discard":
+                ids.discard(record_id)
+                model.discard(record_id)
+        return ids, model
+
+    (a, model_a), (b, model_b) = build(first), build(second)
+    twin = a.copy()
+    twin.update(b)
+    assert set(twin) == model_a | model_b and len(twin) == len(model_a | model_b)
+    assert set(a) == model_a  # the original is untouched
+    for record_id in model_b:
+        twin.discard(record_id)
+        assert record_id not in twin and (record_id in a) == (record_id in model_a)
+    assert set(IdSet.from_bytes(twin.to_bytes())) == (model_a | model_b) - model_b
+
+
 def test_it_stays_exact_through_many_growths_and_near_keys() -> None:
     ids = IdSet()
     # Keys that differ only in their top bits or only in their low bits: a weak slot function would pile them up.

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
 
-from shared.doctor.exchange_probe import describe_sizes
+from shared.audit.exchange_paging import SessionBrokenError
+from shared.audit.ports import RecordPage, TimeWindow
+from shared.doctor.exchange_probe import ExchangeProbe, describe_sizes
 from shared.doctor.fixes import app_setting
-from shared.doctor.model import DIFFERS_PREFIX, DoctorReport, Outcome, ProbeResult, brief, differs, failed, ok, skipped
+from shared.doctor.model import (
+    DIFFERS_PREFIX,
+    Budget,
+    DoctorReport,
+    Outcome,
+    ProbeResult,
+    brief,
+    differs,
+    failed,
+    ok,
+    skipped,
+)
 from shared.doctor.tokens import token_facts
+from tests.collector.fakes import T0, FakeSearchApi, synthetic
 
 
 def jwt(payload: dict[str, object]) -> str:
@@ -69,47 +87,44 @@ def test_brief_and_setting_names() -> None:
     assert app_setting("tenant_id").startswith("the tenant")
 
 
-class FakeSession:
-    """Stands in for ExchangeAuditClient.iter_record_pages in a unit test of the session read's own logic."""
+@dataclass
+class BreaksOnce(FakeSearchApi):
+    """The port over in-memory rows whose session breaks at one call (the doctor's read is the collector's)."""
 
-    def __init__(self, pages: list[list[str]]) -> None:
-        self.pages = pages
+    break_at: int = 0
 
-    def iter_record_pages(self, window: object, filters: object) -> object:
-        from shared.audit.ports import RecordPage
+    def read_block(self, *args: Any, **kwargs: Any) -> Iterator[RecordPage]:
+        if self.calls + 1 == self.break_at:
+            self.errors.append(SessionBrokenError("ResultIndex not contiguous"))
+        return super().read_block(*args, **kwargs)
 
-        return iter([RecordPage([{"id": i} for i in ids]) for ids in self.pages])
 
-
-def read(pages: list[list[str]]) -> ProbeResult:
-    from datetime import UTC, datetime, timedelta
-
-    from shared.audit.ports import TimeWindow
-    from shared.doctor.exchange_probe import ExchangeProbe
-    from shared.doctor.model import Budget
-
-    end = datetime(2026, 1, 1, tzinfo=UTC)
+def read(rows: int, *, block: int, page: int, break_at: int = 0, time_left: bool = True) -> ProbeResult:
+    end = T0 + timedelta(hours=4)
+    api = BreaksOnce(synthetic(T0, 4, rows // 4), cap=50_000, block_size=block, page_size=page, break_at=break_at)
     probe = ExchangeProbe(config=None, budget=Budget(60), now=lambda: end)  # type: ignore[arg-type]
-    window = TimeWindow(end - timedelta(hours=4), end)
-    rows = sum(len(p) for p in pages)
-    return probe._read_session(FakeSession(pages), window, rows, lambda: True)  # type: ignore[arg-type]
-
-
-def ids(start: int, count: int) -> list[str]:
-    return [f"r{i}" for i in range(start, start + count)]
+    return probe._read_session(api, TimeWindow(T0, end), rows, lambda: time_left)
 
 
 def test_a_session_whose_rows_come_again_differs_from_what_the_collector_assumes() -> None:
-    result = read([ids(0, 1000), ids(0, 1000), ids(1000, 200)])  # a restarted session repeats its first page
+    # The second call finds its session broken: a new session delivers the first call's 1,000 rows again.
+    result = read(1_200, block=1000, page=1000, break_at=2)
     assert result.outcome is Outcome.DIFFERS
     assert "1,000 of 2,200 rows came again" in result.detail
 
 
 def test_next_links_are_counted_within_calls_of_5000_rows() -> None:
-    result = read([ids(i * 1000, 1000) for i in range(6)] + [ids(6000, 10)])
-    assert result.outcome is Outcome.OK
-    # Calls start at rows 0 and 5,000: the other five pages came through nextLinks.
-    assert "nextLink followed 5 times" in result.detail and "pages of 1,000 (last 10)" in result.detail
-    one_call_each = read([ids(0, 5000), ids(5000, 1200)])
+    result = read(6_012, block=5000, page=1000)
+    assert result.outcome is Outcome.OK, result.detail
+    # Two calls: the first answered in 5 pages, the second in 2 (1,000 + 12); the other pages came through nextLinks.
+    assert "nextLink followed 5 times" in result.detail and "pages of 1,000 (last 12)" in result.detail
+    assert "ResultIndex 1..6,012 without gap or repeat" in result.detail
+    one_call_each = read(6_200, block=5000, page=5000)
     assert "nextLink followed 0 times" in one_call_each.detail
     assert "over the 1,000 asked" in one_call_each.detail
+
+
+def test_the_read_stops_when_the_time_limit_runs_out() -> None:
+    result = read(12_000, block=5000, page=1000, time_left=False)
+    assert result.outcome is Outcome.OK
+    assert "stopped after 5,000 of 12,000 rows: the time budget ran out" in result.detail

@@ -2,7 +2,7 @@
 
 "In flight" is what the server sees. Graph: a chunk's query from its creation to its last use, its last records page
 (the lane holds its slot from submit to the end of its export; queries are not deleted by default). Exchange: a
-chunk's search window from its first call's start (the count probe) to its last call's end (the session page).
+chunk's search session from its first call's start to its last call's end.
 Chunk latencies vary per window (the emulator's ``completion_jitter_seconds`` / ``latency_jitter_seconds``).
 Exchange is the source where a window that lets the extension's shim block on a WhenAny of long activities
 collapses towards one chunk in flight; Graph lanes take short steps, so both are measured.
