@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import azure.durable_functions as df
 
 from activities import bodies, runtime
 from shared import names
 from shared.errors import CollectorError
 from shared.models import ActivityResult, JsonDict
+from shared.sinks import ChunkSink
 
 bp = df.Blueprint()
 
@@ -19,24 +23,26 @@ def _api_or_error(payload: JsonDict) -> tuple[object, JsonDict | None]:
         return None, ActivityResult.failure(exc).to_json()
 
 
-@bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_SUBMIT)  # type: ignore[untyped-decorator]
-def graph_submit_activity(payload: JsonDict) -> JsonDict:
+def _with_sink(payload: JsonDict, body: Callable[[Any, ChunkSink, JsonDict], JsonDict]) -> JsonDict:
+    """``body(api, sink, payload)``, or the failure that building the api or the sink gave."""
     api, error = _api_or_error(payload)
+    if error is not None:
+        return error
     try:
         sink = runtime.sink()
     except CollectorError as exc:
         return ActivityResult.failure(exc).to_json()
-    return error or bodies.graph_submit(api, sink, payload)  # type: ignore[arg-type]
+    return body(api, sink, payload)
+
+
+@bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_SUBMIT)  # type: ignore[untyped-decorator]
+def graph_submit_activity(payload: JsonDict) -> JsonDict:
+    return _with_sink(payload, bodies.graph_submit)
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_COLLECT)  # type: ignore[untyped-decorator]
 def graph_collect_activity(payload: JsonDict) -> JsonDict:
-    api, error = _api_or_error(payload)
-    try:
-        sink = runtime.sink()
-    except CollectorError as exc:
-        return ActivityResult.failure(exc).to_json()
-    return error or bodies.graph_collect(api, sink, payload)  # type: ignore[arg-type]
+    return _with_sink(payload, bodies.graph_collect)
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_DELETE)  # type: ignore[untyped-decorator]

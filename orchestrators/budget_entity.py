@@ -1,18 +1,19 @@
 """The tenant budget entity: one Durable Entity per (tenant, source), key ``<tenant>:<source>``.
 
-A thin trigger over ``shared.budget``: it reads the settings and the wall clock (an entity operation is not
-replayed, so both are allowed here, unlike in orchestrator code), runs one operation and stores the state.
+A thin trigger over ``shared.budget``: it reads the settings (built once per worker, ``activities.runtime``)
+and the wall clock (an entity operation is not replayed, so both are allowed here, unlike in orchestrator code),
+runs one operation and stores the state.
 Orchestrations talk to it with ``call_entity(EntityId("tenant_budget", key), op, request)``.
 """
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from typing import Any
 
 import azure.durable_functions as df
 
+from activities import runtime
 from shared import names
 from shared.budget import Budget, BudgetState
 from shared.budget_wire import BudgetRequest, entity_key, parse_entity_key
@@ -45,4 +46,4 @@ def _input(context: df.DurableEntityContext) -> Any:
 
 @bp.entity_trigger(context_name="context", entity_name=names.ENTITY_BUDGET)  # type: ignore[untyped-decorator]
 def tenant_budget(context: df.DurableEntityContext) -> None:
-    run_operation(context, Settings.from_env(os.environ), datetime.now(UTC))
+    run_operation(context, runtime.settings(), datetime.now(UTC))

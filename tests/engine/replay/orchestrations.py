@@ -207,8 +207,8 @@ def naive_window(context: df.DurableOrchestrationContext) -> Gen:
     return sorted(results)
 
 
-def timer_window(context: df.DurableOrchestrationContext) -> Gen:
-    """Same window, plus the already-due timer whenever a yield adds tasks (a winning timer is a no-op)."""
+def _nudged_window(context: df.DurableOrchestrationContext, nudge: Callable[[], Any]) -> Gen:
+    """The sliding window, plus ``nudge()`` (a timer) among the candidates whenever a yield adds tasks."""
     pending: list[Any] = []
     next_item = 0
     results = []
@@ -220,35 +220,28 @@ def timer_window(context: df.DurableOrchestrationContext) -> Gen:
             added = True
         candidates = list(pending)
         if added:
-            candidates.append(context.create_timer(context.current_utc_datetime))
+            candidates.append(nudge())
         winner = yield context.task_any(candidates)
         if winner in pending:
             pending.remove(winner)
             results.append(winner.result)
     return sorted(results)
+
+
+def timer_window(context: df.DurableOrchestrationContext) -> Gen:
+    """Same window, plus the already-due timer whenever a yield adds tasks (a winning timer is a no-op)."""
+    return (yield from _nudged_window(context, lambda: context.create_timer(context.current_utc_datetime)))
 
 
 def cancelled_timer_window(context: df.DurableOrchestrationContext) -> Gen:
     """Same window, with the collector's nudge: a far timer cancelled before it is ever yielded."""
-    pending: list[Any] = []
-    next_item = 0
-    results = []
-    while next_item < WINDOW_N or pending:
-        added = False
-        while len(pending) < WINDOW_K and next_item < WINDOW_N:
-            pending.append(context.call_activity("echo", next_item))
-            next_item += 1
-            added = True
-        candidates = list(pending)
-        if added:
-            nudge = context.create_timer(context.current_utc_datetime + timedelta(days=2))
-            nudge.cancel()
-            candidates.append(nudge)
-        winner = yield context.task_any(candidates)
-        if winner in pending:
-            pending.remove(winner)
-            results.append(winner.result)
-    return sorted(results)
+
+    def nudge() -> Any:
+        timer = context.create_timer(context.current_utc_datetime + timedelta(days=2))
+        timer.cancel()
+        return timer
+
+    return (yield from _nudged_window(context, nudge))
 
 
 def status_then_continue(context: df.DurableOrchestrationContext) -> Gen:
