@@ -67,6 +67,13 @@ def wait_state(host: Host, check: Callable[[dict[str, Any]], bool], timeout: flo
     return state
 
 
+def wait_terminated(host: Host, instance_id: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while host.status(instance_id).get("runtimeStatus") != "Terminated":
+        assert time.monotonic() < deadline, host.status(instance_id)
+        time.sleep(0.05)
+
+
 def holders(items: list[dict[str, Any]]) -> list[str]:
     return [item["holder"] for item in items]
 
@@ -177,10 +184,13 @@ def test_terminating_a_collection_that_holds_slots_frees_them_within_the_lease(
         start_collection(host, "patient", hours(10, 2), k=2)
         wait_state(host, lambda s: holders(s.get("waiters", [])) == ["patient/0"])
         assert host.summary("patient")["budget"]["state"] == "waiting for tenant budget"
-        emulator.config.graph.completion_delay_seconds = 0.2
         held_until = max(parse_iso(x["until"]) for x in budget_state(host)["leases"])
         terminated_at = datetime.now(UTC)
         assert host.post_path(f"{WEBHOOKS}/instances/holder/terminate?reason=analyst").status_code == 202
+        wait_terminated(host, "holder")
+        # Only now may queries finish: the emulator reads the delay when a query is polled, so a shorter delay set
+        # before the terminate landed let a holder lane finish its chunk and give its slot back (not an expiry).
+        emulator.config.graph.completion_delay_seconds = 0.2
         granted = wait_state(host, lambda s: "patient/0" in holders(s.get("leases", [])), timeout=4 * lease)
         patient = host.wait("patient")
         final = budget_state(host)
