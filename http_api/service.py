@@ -6,16 +6,20 @@ testable without the Functions host.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from http_api import live
+from http_api import live, reuse
+from http_api.common import ACTIVE as _ACTIVE
+from http_api.common import ApiResponse, DurableClient, orchestration_input
+from http_api.common import error as _error
+from http_api.common import json_field as _json_field
+from http_api.common import runtime_status as _runtime_status
 from shared import names
-from shared.models import JsonDict, iso
+from shared.models import JsonDict
 from shared.planning import ChunkPlan
 from shared.request_json import parse_request_json
 from shared.settings import Settings
@@ -25,48 +29,14 @@ from shared.window_state import RunOptions
 
 logger = logging.getLogger(__name__)
 
-_ACTIVE = {"Running", "Pending", "ContinuedAsNew", "Suspended"}
-
-
-class DurableClient(Protocol):
-    """The subset of ``DurableOrchestrationClient`` the API uses."""
-
-    async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str: ...
-
-    async def get_status(self, instance_id: str, show_history: bool = ..., show_history_output: bool = ...,
-                         show_input: bool = ...) -> Any: ...  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class ApiResponse:
-    status: int
-    body: JsonDict
-    instance_id: str | None = None
-    """Set when the body should be merged into the Durable check-status payload for this instance."""
-
-
-def _error(status: int, field: str, rule: str, message: str) -> ApiResponse:
-    return ApiResponse(status, {"error": {"field": field, "rule": rule, "message": message}})
-
-
-def _runtime_status(status: Any) -> str | None:
-    value = getattr(status, "runtime_status", None)
-    if value is None:
-        return None
-    return str(getattr(value, "value", value))
-
-
-def _json_field(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime) -> JsonDict:
-    return {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+__all__ = [
+    "ApiResponse",
+    "DurableClient",
+    "collection_summary",
+    "orchestration_input",
+    "retry_failed",
+    "start_collection",
+]
 
 
 async def start_collection(
@@ -78,9 +48,9 @@ async def start_collection(
     except InvalidRequest as exc:
         return ApiResponse(400, exc.to_json())
     collection_id = request.collection_id or new_id()
-    existing = await client.get_status(collection_id)
+    existing = await client.get_status(collection_id, False, False, True)
     if _runtime_status(existing) is not None:
-        return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
+        return _existing(collection_id, existing, request)
     spec = _spec_for(request, collection_id, settings)
     try:
         await client.start_new(
@@ -90,12 +60,21 @@ async def start_collection(
         # A concurrent POST with the same id won the race between our status check and this start. host.json sets
         # overridableExistingInstanceStates=NonRunningStates, so the extension refuses the second start instead
         # of restarting the running collection; answer with the collection that exists.
-        if _runtime_status(await client.get_status(collection_id)) is None:
+        raced = await client.get_status(collection_id, False, False, True)
+        if _runtime_status(raced) is None:
             raise
-        return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
+        return _existing(collection_id, raced, request)
     logger.info("started collection %s: %d chunks, K=%d", collection_id, request.chunk_count, request.max_concurrency)
     body_out = {"collectionId": collection_id, "existing": False, "chunks": request.chunk_count}
     return ApiResponse(202, body_out, collection_id)
+
+
+def _existing(collection_id: str, status: Any, request: CollectionRequest) -> ApiResponse:
+    """The collection that holds this id: 200 when it was started with this request, else a 409 conflict."""
+    conflict = reuse.conflict(collection_id, status, request.to_json())
+    if conflict is not None:
+        return conflict
+    return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
 
 
 def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings) -> CollectionSpec:
