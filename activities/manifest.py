@@ -1,7 +1,8 @@
 """The collection manifest: per-chunk entries (from the summary sidecars), failures, totals and a coverage check.
 
 The manifest is the completeness proof of a collection: every instant of [start, end) is either inside a
-collected chunk or inside a reported failure, and ``gaps`` lists anything that is neither.
+collected chunk or inside a reported failure, and ``gaps`` lists anything that is neither. Only summaries inside the
+collection's own windows count; any other object under its prefix is listed as ``foreign``.
 
 ``totals.malformed`` counts each quarantined record once: a record with a readable time is only ever quarantined in
 its own window's chunk, and one without (``untimed``) is counted once by its key however many chunks received it.
@@ -48,6 +49,25 @@ def drop_superseded(summaries: list[ChunkSummary]) -> tuple[list[ChunkSummary], 
     return kept, superseded
 
 
+def split_foreign(
+    summaries: list[ChunkSummary], ranges: list[tuple[datetime, datetime]]
+) -> tuple[list[ChunkSummary], list[ChunkSummary]]:
+    """(own, foreign): a summary is this collection's only when its window lies inside one of the windows the
+    collection covers (its plan's range, or a retry's explicit windows). Anything else under the prefix was left by
+    another run that used the same collectionId (a purged instance, another task hub): listed, never counted.
+
+    A window inside the ranges cannot be told apart from this run's by its place alone (an earlier run with a finer
+    interval tiles the same range); the HTTP starter refuses a collectionId whose prefix already holds output, so
+    such objects only appear when someone wrote them there while this run ran.
+    """
+    own: list[ChunkSummary] = []
+    foreign: list[ChunkSummary] = []
+    for summary in summaries:
+        inside = any(start <= summary.chunk.start and summary.chunk.end <= end for start, end in ranges)
+        (own if inside else foreign).append(summary)
+    return own, foreign
+
+
 def untimed_keys(sink: ChunkSink, summaries: list[ChunkSummary]) -> set[str]:
     """Keys of the quarantined records without a readable time, across the chunks that have any."""
     keys: set[str] = set()
@@ -92,10 +112,11 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
     prefix = names.collection_prefix(tenant, collection)
-    summaries, superseded = drop_superseded(_load_summaries(sink, prefix))
+    ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
+    own, foreign = split_foreign(_load_summaries(sink, prefix), ranges)
+    summaries, superseded = drop_superseded(own)
     failures = list(payload.get("failures") or [])
     failed_chunks = [Chunk.from_json(f["chunk"]) for f in failures]
-    ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
     gaps = [
         gap.to_json()
         for start, end in ranges
@@ -128,6 +149,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "chunks": [{**s.to_json(), "splits": s.chunk.depth, "location": sink.location(s.blob)} for s in summaries],
         "failures": failures,
         "superseded": [s.blob for s in superseded],
+        "foreign": [s.blob for s in foreign],
         "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
     }

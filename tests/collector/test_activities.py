@@ -270,3 +270,30 @@ def test_finalize_returns_the_sha256_of_the_manifest_bytes_it_stored(azurite_con
     manifest = json.loads(stored)
     assert manifest["totals"] == result.data["totals"] and manifest["totals"]["records"] == 20
     assert result.data["location"] == blob.url
+
+
+def test_manifest_lists_summaries_outside_the_collections_windows_as_foreign_and_never_counts_them() -> None:
+    """An earlier run under the same prefix left chunks outside this run's windows (review F2): listed, not counted."""
+    api, sink = FakeSearchApi(synthetic(T0, 4, 10)), MemorySink()
+    for hour in (0, 1, 3):
+        bodies.exchange_collect(api, sink, payload(Chunk(T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1))))
+    straddling = Chunk(T0 + timedelta(minutes=30), T0 + timedelta(minutes=90))
+    bodies.exchange_collect(api, sink, payload(straddling))
+    final = {  # a retry of hour 1 only: hour 0, hour 3 and the straddling window are not its own
+        "collectionId": "c1",
+        "tenantId": TENANT,
+        "ranges": [{"start": "2024-11-17T11:00:00Z", "end": "2024-11-17T12:00:00Z"}],
+        "failures": [],
+        "status": "Completed",
+    }
+    result = ActivityResult.from_json(bodies.finalize(sink, final))
+    manifest = json.loads(sink.read_bytes(result.data["manifest"]) or b"")
+    assert manifest["totals"]["records"] == 10 and manifest["totals"]["chunks"] == 1
+    assert [c["chunk"]["start"] for c in manifest["chunks"]] == ["2024-11-17T11:00:00Z"]
+    assert manifest["superseded"] == [] and manifest["gaps"] == []
+    prefix = "contoso.onmicrosoft.com/c1/chunks/"
+    assert manifest["foreign"] == [
+        prefix + "20241117T100000Z_20241117T110000Z.jsonl",
+        prefix + "20241117T103000Z_20241117T113000Z.jsonl",
+        prefix + "20241117T130000Z_20241117T140000Z.jsonl",
+    ]
