@@ -10,10 +10,11 @@ from datetime import UTC, datetime
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api import service, view
+from http_api import retry_chain, service, view
 from shared import names
 from shared.errors import ConfigError
 from shared.settings import Settings
+from shared.sinks import build_sink
 
 bp = df.Blueprint()
 
@@ -49,7 +50,11 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
         settings = _settings()
     except ConfigError as exc:
         return _config_error(exc)
-    result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id)
+    try:
+        sink = build_sink(settings)
+    except ConfigError as exc:
+        return _config_error(exc)
+    result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
     return _respond(req, client, result)
 
 
@@ -75,5 +80,9 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         return _respond(
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
-    result = await service.retry_failed(client, collection_id, datetime.now(UTC))
+    try:
+        sink = build_sink(_settings())
+    except ConfigError as exc:
+        return _config_error(exc)
+    result = await retry_chain.retry_failed(client, collection_id, datetime.now(UTC), sink)
     return _respond(req, client, result)

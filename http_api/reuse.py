@@ -76,7 +76,13 @@ def _shown(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def output_exists(sink: ChunkSink, tenant_id: str, collection_id: str) -> ApiResponse | None:
+def output_exists(
+    sink: ChunkSink,
+    tenant_id: str,
+    collection_id: str,
+    *,
+    hint: str = "choose another collectionId, or delete that output first",
+) -> ApiResponse | None:
     """409 when objects already lie under the collection's output prefix although no instance exists (a purged or
     lost instance, another task hub): a new run would reuse or count them (queries, parts, chunk summaries)."""
     prefix = names.collection_prefix(tenant_id, collection_id)
@@ -88,6 +94,6 @@ def output_exists(sink: ChunkSink, tenant_id: str, collection_id: str) -> ApiRes
         "collectionId",
         "output_exists",
         f"{len(found)} objects already lie under {prefix} ({sink.location(prefix.rstrip('/'))}) from an earlier "
-        f"collection {collection_id} that no longer exists; choose another collectionId, or delete that output "
-        "first",
+        f"collection {collection_id} that no longer exists (its instance was purged, or it ran in another task "
+        f"hub); a new run would reuse or count them: {hint}",
     )

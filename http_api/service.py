@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from http_api import live, reuse
-from http_api.common import ACTIVE as _ACTIVE
 from http_api.common import ApiResponse, DurableClient, orchestration_input
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
@@ -23,6 +21,7 @@ from shared.models import JsonDict
 from shared.planning import ChunkPlan
 from shared.request_json import parse_request_json
 from shared.settings import Settings
+from shared.sinks.base import ChunkSink
 from shared.validation import CollectionRequest, InvalidRequest, validate_collection_request
 from shared.window import CollectionSpec
 from shared.window_state import RunOptions
@@ -34,15 +33,18 @@ __all__ = [
     "DurableClient",
     "collection_summary",
     "orchestration_input",
-    "retry_failed",
     "start_collection",
 ]
 
 
 async def start_collection(
-    client: DurableClient, body: bytes, settings: Settings, now: datetime, new_id: Callable[[], str]
+    client: DurableClient, body: bytes, settings: Settings, now: datetime, new_id: Callable[[], str], *, sink: ChunkSink
 ) -> ApiResponse:
-    """Validate, plan, start (or find the existing collection with the same id)."""
+    """Validate, plan, start (or find the existing collection with the same id and the same request).
+
+    An id whose instance does not exist but whose output prefix holds objects is refused (``output_exists``): the
+    new run would pick up the old run's queries and parts, and its manifest would count the old chunks.
+    """
     try:
         request = validate_collection_request(parse_request_json(body), settings, now)
     except InvalidRequest as exc:
@@ -51,6 +53,9 @@ async def start_collection(
     existing = await client.get_status(collection_id, False, False, True)
     if _runtime_status(existing) is not None:
         return _existing(collection_id, existing, request)
+    leftover = reuse.output_exists(sink, request.tenant_id, collection_id)
+    if leftover is not None:
+        return leftover
     spec = _spec_for(request, collection_id, settings)
     try:
         await client.start_new(
@@ -142,109 +147,3 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }
     return ApiResponse(200, body)
-
-
-async def retry_failed(client: DurableClient, collection_id: str, now: datetime) -> ApiResponse:
-    """Retry what is still failed in the retry chain of a finished collection; idempotent.
-
-    Retries form a chain ``root -> root-retry-1 -> root-retry-2``, with deterministic ids. A call naming any finished
-    link follows the chain to its newest link: while that one runs, the answer is 200 with it (nothing started);
-    once it has finished, the next link is started over what the newest link still failed. Concurrent calls all
-    name the same next id, and the Durable start refuses all but one (host.json ``overridableExistingInstanceStates:
-    NonRunningStates``): the losers answer 200 with the winner. One window remains: a retry that *finishes* between
-    another call's check of its id and that call's start would be started again (same windows, same object names,
-    so the output stays exact; only the audit API work repeats). A retry keeps its parent's options.
-    """
-    status = await client.get_status(collection_id, False, False, True)
-    runtime = _runtime_status(status)
-    if runtime is None:
-        return _error(404, "id", "not_found", f"no collection {collection_id}")
-    if runtime in _ACTIVE:
-        return _error(409, "id", "still_running", f"collection {collection_id} is {runtime}; retry when it ends")
-    payload = _json_field(getattr(status, "input_", None))
-    if not isinstance(payload, dict) or "spec" not in payload:
-        return _error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
-    root, generation = _lineage(collection_id, payload)
-    tip = _Link(collection_id, runtime, payload, _json_field(getattr(status, "output", None)))
-    while True:  # follow the chain to its newest link
-        next_id = names.retry_collection_id(root, generation + 1)
-        found = await client.get_status(next_id, False, False, True)
-        found_runtime = _runtime_status(found)
-        if found_runtime is None:
-            break
-        found_payload = _json_field(getattr(found, "input_", None))
-        if not isinstance(found_payload, dict) or (found_payload.get("request") or {}).get("retryOf") != tip.id:
-            return _error(409, "id", "chain_broken", f"{next_id} is not the retry of {tip.id}")
-        tip = _Link(next_id, found_runtime, found_payload, _json_field(getattr(found, "output", None)))
-        generation += 1
-    if tip.runtime in _ACTIVE:
-        return _existing_retry(tip)
-    parent = CollectionSpec.from_json(tip.payload["spec"])
-    if isinstance(tip.output, dict):
-        chunks = parent.retry_chunks(tip.output)
-    elif generation > 0:
-        chunks = list(parent.explicit)  # a retry that ended without a result (terminated): all of it again
-    else:
-        return _error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
-    if not chunks:
-        detail = "" if tip.id == collection_id else f" (its latest retry {tip.id} collected everything)"
-        return _error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
-    retry_id = names.retry_collection_id(root, generation + 1)
-    spec = CollectionSpec(
-        collection_id=retry_id,
-        tenant_id=parent.tenant_id,
-        source=parent.source,
-        filters=parent.filters,
-        options=parent.options,
-        explicit=tuple(chunks),
-        parent_collection_id=tip.id,
-    )
-    request = {
-        **(tip.payload.get("request") or {}),
-        "collectionId": retry_id,
-        "retryOf": tip.id,
-        "retryRoot": root,
-        "retryGeneration": generation + 1,
-    }
-    try:
-        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
-    except Exception:
-        # A concurrent call started this retry between our look-up and our start: answer with it.
-        raced = await client.get_status(retry_id, False, False, True)
-        raced_payload = _json_field(getattr(raced, "input_", None))
-        if _runtime_status(raced) is None or not isinstance(raced_payload, dict):
-            raise
-        return _existing_retry(_Link(retry_id, _runtime_status(raced) or "", raced_payload, None))
-    logger.info("started retry %s of %s: %d chunks", retry_id, tip.id, len(chunks))
-    body = {"collectionId": retry_id, "parentCollectionId": tip.id, "chunks": len(chunks), "existing": False}
-    return ApiResponse(202, body, retry_id)
-
-
-@dataclass(frozen=True, slots=True)
-class _Link:
-    """One collection of a retry chain as the status API shows it."""
-
-    id: str
-    runtime: str
-    payload: JsonDict
-    output: Any
-
-
-def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
-    """(root id, generation) of a collection: a retry carries both in its request; any other collection is a root."""
-    request = payload.get("request") or {}
-    root, generation = request.get("retryRoot"), request.get("retryGeneration")
-    if isinstance(root, str) and names.is_safe_id(root) and isinstance(generation, int) and generation >= 1:
-        return root, generation
-    return collection_id, 0
-
-
-def _existing_retry(link: _Link) -> ApiResponse:
-    spec = link.payload.get("spec") or {}
-    body = {
-        "collectionId": link.id,
-        "parentCollectionId": spec.get("parentCollectionId"),
-        "chunks": len(spec.get("explicit") or ()),
-        "existing": True,
-    }
-    return ApiResponse(200, body, link.id)

@@ -96,6 +96,23 @@ def chunk_object_name(tenant_id: str, collection_id: str, start: datetime, end: 
     return f"{collection_prefix(tenant_id, collection_id)}chunks/{_stamp(start)}_{_stamp(end)}.jsonl"
 
 
+_SUMMARY_NAME = re.compile(r"/chunks/([0-9]{8}T[0-9]{6}Z)([0-9]{6})?_([0-9]{8}T[0-9]{6}Z)([0-9]{6})?\.summary\.json$")
+
+
+def summary_window(name: str) -> tuple[datetime, datetime] | None:
+    """The window [start, end) a chunk's summary sidecar is named by (``summary_object_name``); None for any other
+    name. Read from the name alone, so listing a prefix tells which windows were finished without reading them."""
+    found = _SUMMARY_NAME.search(name)
+    if found is None:
+        return None
+
+    def moment(stamp: str, micros: str | None) -> datetime:
+        return datetime.strptime(stamp, _STAMP).replace(tzinfo=UTC, microsecond=int(micros or 0))
+
+    start, end = moment(found[1], found[2]), moment(found[3], found[4])
+    return (start, end) if start < end else None
+
+
 def quarantine_object_name(chunk_name: str) -> str:
     """Malformed records of a chunk, next to it."""
     return chunk_name.removesuffix(".jsonl") + ".quarantine.jsonl"

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from http_api import service
+from http_api import retry_chain, service
 from shared import names
 from shared.settings import Settings
+from shared.sinks.base import ChunkSink
+from shared.sinks.memory import MemorySink
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 BODY = {
@@ -51,9 +53,11 @@ def call(coro: Any) -> service.ApiResponse:
     return asyncio.run(coro)  # type: ignore[no-any-return]
 
 
-def start(client: FakeClient, body: Any) -> service.ApiResponse:
+def start(client: FakeClient, body: Any, sink: ChunkSink | None = None) -> service.ApiResponse:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return call(service.start_collection(client, raw, Settings(), NOW, lambda: "generated0001"))
+    return call(
+        service.start_collection(client, raw, Settings(), NOW, lambda: "generated0001", sink=sink or MemorySink())
+    )
 
 
 def test_start_plans_and_starts_the_orchestrator() -> None:
@@ -120,8 +124,8 @@ FAILED = {"chunk": {"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T18:00:00
 WITH_FAILURE = {"status": "CompletedWithFailures", "failures": [FAILED], "remaining": {"cursor": 6}}
 
 
-def retry(client: FakeClient, collection_id: str) -> service.ApiResponse:
-    return call(service.retry_failed(client, collection_id, NOW))
+def retry(client: FakeClient, collection_id: str, sink: ChunkSink | None = None) -> service.ApiResponse:
+    return call(retry_chain.retry_failed(client, collection_id, NOW, sink or MemorySink()))
 
 
 def finish(client: FakeClient, instance_id: str, output: Any) -> None:

@@ -1,0 +1,148 @@
+"""``retry-failed``: the retry chain ``root -> root-retry-1 -> root-retry-2`` of a finished collection.
+
+A link that finished with a result is retried over what it failed (and, after a stop, what it never started). A link
+that ended without one (terminated, or failed before its result) is retried over its windows that have no chunk
+summary under its prefix: a summary is written last, after the chunk object, so its presence means the window was
+collected. The retry covers exactly the parts of those windows that summaries do not tile (after a split, only the
+halves still missing), so no record is collected twice across the chain. An activity of a terminated link may still
+finish after the retry was planned; its window then lies inside the retry's windows, and the newer link wins there.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from activities.manifest import coverage_gaps
+from http_api import reuse
+from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
+from shared import names
+from shared.models import Chunk, JsonDict
+from shared.sinks.base import ChunkSink
+from shared.window import CollectionSpec
+
+logger = logging.getLogger(__name__)
+
+
+async def retry_failed(client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink) -> ApiResponse:
+    """Retry what is still failed in the retry chain of a finished collection; idempotent.
+
+    A call naming any finished link follows the chain to its newest link: while that one runs, the answer is 200
+    with it (nothing started); once it has finished, the next link is started over what the newest link still
+    failed. Concurrent calls all name the same next id, and the Durable start refuses all but one (host.json
+    ``overridableExistingInstanceStates: NonRunningStates``): the losers answer 200 with the winner. One window
+    remains: a retry that *finishes* between another call's check of its id and that call's start would be started
+    again (same windows, same object names, so the output stays exact; only the audit API work repeats). A retry
+    keeps its parent's options. The next link's output prefix must be empty (it has no instance yet).
+    """
+    status = await client.get_status(collection_id, False, False, True)
+    runtime = runtime_status(status)
+    if runtime is None:
+        return error(404, "id", "not_found", f"no collection {collection_id}")
+    if runtime in ACTIVE:
+        return error(409, "id", "still_running", f"collection {collection_id} is {runtime}; retry when it ends")
+    payload = json_field(getattr(status, "input_", None))
+    if not isinstance(payload, dict) or "spec" not in payload:
+        return error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
+    root, generation = _lineage(collection_id, payload)
+    tip = _Link(collection_id, runtime, payload, json_field(getattr(status, "output", None)))
+    while True:  # follow the chain to its newest link
+        next_id = names.retry_collection_id(root, generation + 1)
+        found = await client.get_status(next_id, False, False, True)
+        found_runtime = runtime_status(found)
+        if found_runtime is None:
+            break
+        found_payload = json_field(getattr(found, "input_", None))
+        if not isinstance(found_payload, dict) or (found_payload.get("request") or {}).get("retryOf") != tip.id:
+            return error(409, "id", "chain_broken", f"{next_id} is not the retry of {tip.id}")
+        tip = _Link(next_id, found_runtime, found_payload, json_field(getattr(found, "output", None)))
+        generation += 1
+    if tip.runtime in ACTIVE:
+        return _existing_retry(tip)
+    parent = CollectionSpec.from_json(tip.payload["spec"])
+    if isinstance(tip.output, dict):
+        chunks = parent.retry_chunks(tip.output)
+    else:  # ended without a result (terminated): whatever it had not finished
+        chunks = unfinished_windows(parent, sink)
+    if not chunks:
+        detail = "" if tip.id == collection_id else f" (its latest retry {tip.id} collected everything)"
+        if not isinstance(tip.output, dict):
+            detail = f" ({tip.id} ended {tip.runtime}, but every window of it has a chunk summary)"
+        return error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
+    retry_id = names.retry_collection_id(root, generation + 1)
+    leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
+    if leftover is not None:
+        return leftover
+    spec = CollectionSpec(
+        collection_id=retry_id,
+        tenant_id=parent.tenant_id,
+        source=parent.source,
+        filters=parent.filters,
+        options=parent.options,
+        explicit=tuple(chunks),
+        parent_collection_id=tip.id,
+    )
+    request = {
+        **(tip.payload.get("request") or {}),
+        "collectionId": retry_id,
+        "retryOf": tip.id,
+        "retryRoot": root,
+        "retryGeneration": generation + 1,
+    }
+    try:
+        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
+    except Exception:
+        # A concurrent call started this retry between our look-up and our start: answer with it.
+        raced = await client.get_status(retry_id, False, False, True)
+        raced_payload = json_field(getattr(raced, "input_", None))
+        if runtime_status(raced) is None or not isinstance(raced_payload, dict):
+            raise
+        return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
+    logger.info("started retry %s of %s: %d chunks", retry_id, tip.id, len(chunks))
+    body = {"collectionId": retry_id, "parentCollectionId": tip.id, "chunks": len(chunks), "existing": False}
+    return ApiResponse(202, body, retry_id)
+
+
+def unfinished_windows(spec: CollectionSpec, sink: ChunkSink) -> list[Chunk]:
+    """The parts of the collection's planned windows that no chunk summary under its prefix covers, in order."""
+    prefix = names.collection_prefix(spec.tenant_id, spec.collection_id) + "chunks/"
+    done = [Chunk(*window) for window in map(names.summary_window, sink.list_names(prefix)) if window is not None]
+    done.sort(key=lambda c: c.start)
+    missing: list[Chunk] = []
+    for index in range(spec.planned):
+        planned = spec.planned_chunk(index)
+        inside = [c for c in done if c.start < planned.end and planned.start < c.end]
+        missing += coverage_gaps(planned.start, planned.end, inside)
+    return missing
+
+
+@dataclass(frozen=True, slots=True)
+class _Link:
+    """One collection of a retry chain as the status API shows it."""
+
+    id: str
+    runtime: str
+    payload: JsonDict
+    output: Any
+
+
+def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
+    """(root id, generation) of a collection: a retry carries both in its request; any other collection is a root."""
+    request = payload.get("request") or {}
+    root, generation = request.get("retryRoot"), request.get("retryGeneration")
+    if isinstance(root, str) and names.is_safe_id(root) and isinstance(generation, int) and generation >= 1:
+        return root, generation
+    return collection_id, 0
+
+
+def _existing_retry(link: _Link) -> ApiResponse:
+    spec = link.payload.get("spec") or {}
+    body = {
+        "collectionId": link.id,
+        "parentCollectionId": spec.get("parentCollectionId"),
+        "chunks": len(spec.get("explicit") or ()),
+        "existing": True,
+    }
+    return ApiResponse(200, body, link.id)
