@@ -121,3 +121,12 @@ def test_the_readme_documents_every_setting_the_app_reads() -> None:
     Settings.from_env(env)
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     assert sorted(name for name in env.asked if f"`{name}`" not in readme) == []
+
+
+def test_a_summary_name_gives_back_its_window_even_with_microseconds() -> None:
+    start = datetime(2024, 6, 3, 1, tzinfo=UTC)
+    for end in (start + timedelta(hours=1), start + timedelta(microseconds=1500)):
+        name = names.summary_object_name(names.chunk_object_name("t.example.com", "c1", start, end))
+        assert names.summary_window(name) == (start, end)
+    chunk = names.chunk_object_name("t.example.com", "c1", start, start + timedelta(hours=1))
+    assert names.summary_window(chunk) is None and names.summary_window(names.quarantine_object_name(chunk)) is None
