@@ -64,6 +64,11 @@ class AuditSettings:
         }
 
 
+PLATFORM_INSTANCE_ID = "WEBSITE_INSTANCE_ID"
+"""Set by Azure (App Service and Functions), never by users: how the app knows it runs there."""
+PLATFORM_SETTINGS = (PLATFORM_INSTANCE_ID,)
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Every collector setting with its documented default (environment variable names in ``from_env``)."""
@@ -112,6 +117,9 @@ class Settings:
     """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
     budget_poll_seconds: float = 10.0
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
+
+    hosted_on_azure: bool = False
+    """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
 
     def budget(self, source: str) -> BudgetOptions:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
@@ -201,6 +209,7 @@ class Settings:
             budget_poll_seconds=reader.number(
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
+            hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
         )
         _check_consistency(settings)
         return settings
