@@ -26,17 +26,19 @@ bp = df.Blueprint()
 
 
 def _ranges(spec: CollectionSpec) -> list[JsonDict]:
-    if spec.plan is not None:
-        return [{"start": iso(spec.plan.start), "end": iso(spec.plan.end)}]
-    return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.explicit]
+    return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.ranges]
 
 
 ACTIVITY, TIMER, ENTITY = "activity", "timer", "entity"
 """What a waiting task is: a lane's activity, a lane's (or the renewal's) timer, an entity call."""
 
-NUDGE_HORIZON = timedelta(days=2)
-"""How far ahead the nudge timer is set. It is cancelled before it is ever reported, so it never fires in practice;
-should an execution outlive it, its firing is a harmless no-op (see ``collect``)."""
+NUDGE_HORIZON = timedelta(hours=1)
+"""How far ahead the nudge timer is set. It is cancelled before it is reported, but DTFx still queues its
+``TimerFired`` message, hidden until then: a queued message keeps the task hub from looking idle to the scale
+controller and is counted in its scale-out decisions, so a short horizon lets the hub go idle an hour after the
+last collection rather than two days. An execution that outlives the horizon sees its nudges fire: each is a
+no-op winner costing one episode (``tests/collector/test_orchestrator_replay.py``), a few per hour beside
+queries that take that long."""
 
 
 def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:

@@ -93,6 +93,10 @@ class ReplayDriver:
         """Every Nth activity run runs twice and both completions arrive (crash points C2/C9)."""
         self.activity_runs = 0
         self.reruns = 0
+        self.timer_delays: dict[int, timedelta] = {}
+        """How far ahead each scheduled timer message was set (by ``id`` of its message), to tell its kind."""
+        self.fired_delays: list[timedelta] = []
+        """The delay of every timer delivered to its execution, in delivery order."""
 
     def start(self, payload: dict[str, Any]) -> None:
         event = execution_started(
@@ -122,6 +126,8 @@ class ReplayDriver:
         self.max_history = max(self.max_history, len(self.history))
         self.work.extend(self.result.activity_messages)
         self.timers.extend(self.result.timer_messages)
+        for timer in self.result.timer_messages:
+            self.timer_delays[id(timer)] = (timer.visible_at or self.now) - self.now
         for message in self.result.orchestrator_messages:
             if message.instance_id.startswith(f"@{names.ENTITY_BUDGET}@"):
                 self._entity(RequestMessage.from_text(message.event["Input"]))
@@ -180,6 +186,7 @@ class ReplayDriver:
                 for timer in due:
                     self.timers.remove(timer)
                     self.inbox.append(timer.message)
+                    self.fired_delays.append(self.timer_delays[id(timer)])
                 continue
             if self.work:
                 self._run_activity()

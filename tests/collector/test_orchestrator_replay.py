@@ -259,3 +259,38 @@ def test_an_exchange_lane_carries_its_session_across_continue_as_new() -> None:
     assert api.calls == 6 * 4  # no call repeated: each lane resumed its session where it was
     carried = [s for s in driver.custom_statuses if s.get("inFlight")]
     assert max(s["inFlight"] for s in carried) == 3
+
+
+@pytest.mark.parametrize("source", ["exchange", "graph"])
+def test_nudges_that_fire_inside_their_execution_are_harmless(monkeypatch: pytest.MonkeyPatch, source: str) -> None:
+    """A nudge whose execution outlives ``NUDGE_HORIZON`` fires: it wins its ``task_any`` (or completes an orphan
+    task) and the window waits again. With a horizon shorter than one activity most nudges fire while their
+    execution runs (and switches executions); the schedule of activities and the output are those of a run
+    whose nudges never fire, at the price of an episode per firing."""
+    import orchestrators.collect
+
+    def run(horizon: timedelta) -> tuple[ReplayDriver, dict[str, Any], list[str]]:
+        monkeypatch.setattr(orchestrators.collect, "NUDGE_HORIZON", horizon)
+        records = synthetic(START, 12, 6)
+        sink = MemorySink()
+        if source == "exchange":
+            activities = exchange_activities(FakeSearchApi(records), sink)
+        else:
+            activities = graph_activities(FakeQueryApi(records, limit=1000), sink)
+        driver = ReplayDriver(orchestrator_handle(), activities, seed=3)
+        driver.start(payload(source, 12, 3, m=5, poll_interval_seconds=0.001, poll_min_interval_seconds=0.001))
+        result = driver.run()
+        assert result.status is RuntimeStatus.COMPLETED
+        output = json.loads(result.output or "null")
+        assert output["status"] == "Completed" and output["records"] == len(records), output
+        assert sorted(collected_ids(sink)) == sorted(r["id"] for r in records)
+        return driver, output, collected_ids(sink)
+
+    short = timedelta(milliseconds=7)  # no other timer of this run is set exactly that far ahead
+    firing, fired_output, fired_ids = run(short)
+    quiet, quiet_output, quiet_ids = run(timedelta(days=2))
+    assert firing.fired_delays.count(short) > 0, firing.fired_delays  # the case under test happened
+    assert firing.activities_in_flight == quiet.activities_in_flight  # the same schedule, K held as well
+    assert (fired_output["records"], fired_ids) == (quiet_output["records"], quiet_ids)
+    assert firing.executions == quiet.executions
+    print(f"{source}: {firing.fired_delays.count(short)} nudges fired, {firing.episodes} vs {quiet.episodes} episodes")
