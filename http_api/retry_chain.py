@@ -74,7 +74,13 @@ async def retry_failed(client: DurableClient, collection_id: str, now: datetime,
     retry_id = names.retry_collection_id(root, generation + 1)
     leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
     if leftover is not None:
-        return leftover
+        # A concurrent call may have started this retry since our look-up, and its lanes written already: its
+        # instance existed before its first object, so reading it after the listing tells the two apart.
+        raced = await client.get_status(retry_id, False, False, True)
+        raced_payload = json_field(getattr(raced, "input_", None))
+        if runtime_status(raced) is None or not isinstance(raced_payload, dict):
+            return leftover
+        return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
     spec = CollectionSpec(
         collection_id=retry_id,
         tenant_id=parent.tenant_id,

@@ -56,7 +56,10 @@ async def start_collection(
         return _existing(collection_id, existing, request)
     leftover = reuse.output_exists(sink, request.tenant_id, collection_id)
     if leftover is not None:
-        return leftover
+        # Objects, then the instance again: a run writes only after its instance exists, so objects of a run that
+        # a concurrent POST just started are always seen with that instance (this POST then answers as for it).
+        raced = await client.get_status(collection_id, False, False, True)
+        return leftover if _runtime_status(raced) is None else _existing(collection_id, raced, request)
     spec = _spec_for(request, collection_id, settings)
     try:
         await client.start_new(

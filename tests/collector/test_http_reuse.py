@@ -150,3 +150,27 @@ def test_retry_failed_refuses_to_start_a_retry_into_leftover_output() -> None:
     error = response.body["error"]
     assert (error["field"], error["rule"]) == ("collectionId", "output_exists")
     assert f"{TENANT}/left-retry-1/" in error["message"] and "delete that output first" in error["message"]
+
+
+@dataclass
+class StartedMeanwhileClient(FakeClient):
+    """A concurrent POST with the same body started the collection after our first look, and its lanes already wrote:
+    the objects under the prefix are that run's, not leftovers."""
+
+    looks: int = 0
+
+    async def get_status(self, instance_id: str, show_history: bool = False, show_history_output: bool = False,
+                         show_input: bool = False) -> Any:  # fmt: skip
+        self.looks += 1
+        return SimpleNamespace(runtime_status=None) if self.looks == 1 else self.instances[instance_id]
+
+
+def test_objects_of_a_run_started_meanwhile_by_the_same_request_are_not_leftovers() -> None:
+    winner = FakeClient()
+    start(winner, {**BODY, "collectionId": "inc"})
+    client = StartedMeanwhileClient(instances=winner.instances)
+    sink = MemorySink()
+    sink.objects[f"{names.collection_prefix(BODY['tenantId'], 'inc')}parts/q.json"] = b"{}"
+    response = start(client, {**BODY, "collectionId": "inc"}, sink)
+    assert (response.status, response.body.get("existing")) == (200, True), response.body
+    assert client.started == []
