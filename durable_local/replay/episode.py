@@ -148,6 +148,7 @@ def _run_execution(
         mode=episode.mode,
         max_actions=episode.settings.max_orchestration_actions,
         instance_id=info.instance_id,
+        parent_instance_id=info.parent.instance_id if info.parent else None,
         entity_reorder_window=episode.settings.entity_message_reorder_window,
     )
     non_determinism: NonDeterminismError | None = None
