@@ -13,6 +13,7 @@ import json
 from datetime import datetime
 
 from shared import names
+from shared.latency import latency_report, provisional_parts
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
 from shared.records import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
@@ -88,6 +89,15 @@ def _queries(payload: JsonDict) -> JsonDict | None:
     return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
 
 
+def _started_at(payload: JsonDict) -> datetime | None:
+    """When the collection started (every query of it ran later), or None if unknown."""
+    started = payload.get("startedAt")
+    try:
+        return parse_iso(started) if isinstance(started, str) else None
+    except ValueError:
+        return None
+
+
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
@@ -102,6 +112,9 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         for gap in coverage_gaps(start, end, [s.chunk for s in summaries if s.chunk.start < end] + failed_chunks)
     ]
     untimed = len(untimed_keys(sink, summaries))
+    started_at = _started_at(payload)
+    late = provisional_parts([Chunk(s, e) for s, e in ranges], started_at) if started_at else []
+    provisional = {s.blob for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in late)}
     totals = {
         "chunks": len(summaries),
         "records": sum(s.records for s in summaries),
@@ -112,6 +125,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "bytes": sum(s.bytes for s in summaries),
         "incompleteChunks": sum(1 for s in summaries if s.incomplete),
         "failedChunks": len(failures),
+        "provisionalChunks": len(provisional),
     }
     manifest = {
         "collectionId": collection,
@@ -125,7 +139,16 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "timings": {"startedAt": payload.get("startedAt"), "finishedAt": payload.get("finishedAt")},
         "totals": totals,
         "gaps": gaps,
-        "chunks": [{**s.to_json(), "splits": s.chunk.depth, "location": sink.location(s.blob)} for s in summaries],
+        "latency": latency_report([Chunk(s, e) for s, e in ranges], started_at),
+        "chunks": [
+            {
+                **s.to_json(),
+                "splits": s.chunk.depth,
+                "location": sink.location(s.blob),
+                "provisional": s.blob in provisional,
+            }
+            for s in summaries
+        ],
         "failures": failures,
         "superseded": [s.blob for s in superseded],
         "queries": _queries(payload),

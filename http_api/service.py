@@ -15,7 +15,8 @@ from typing import Any, Protocol
 
 from http_api import live
 from shared import names
-from shared.models import JsonDict, iso
+from shared.latency import latency_report
+from shared.models import JsonDict, iso, parse_iso
 from shared.planning import ChunkPlan
 from shared.request_json import parse_request_json
 from shared.settings import Settings
@@ -155,6 +156,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "stopping": progress.get("stopping") if not output else None,
         "budget": source.get("budget"),
         "manifest": output.get("manifest"),
+        "latency": _latency(spec, payload),
         "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,
         "parentCollectionId": output.get("parentCollectionId") or (spec.parent_collection_id if spec else None),
         "collection": live.header(payload, spec),
@@ -163,6 +165,19 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }
     return ApiResponse(200, body)
+
+
+def _latency(spec: CollectionSpec | None, payload: Any) -> JsonDict | None:
+    """Which windows may still gain late records (``shared.latency``), known from the start: the page and the
+    summary say it while the collection runs, the manifest when it ends."""
+    started = payload.get("startedAt") if isinstance(payload, dict) else None
+    if spec is None or not isinstance(started, str):
+        return None
+    try:
+        started_at = parse_iso(started)
+    except ValueError:
+        return None
+    return latency_report(spec.ranges, started_at)
 
 
 async def retry_failed(client: DurableClient, collection_id: str, now: datetime) -> ApiResponse:

@@ -26,9 +26,7 @@ bp = df.Blueprint()
 
 
 def _ranges(spec: CollectionSpec) -> list[JsonDict]:
-    if spec.plan is not None:
-        return [{"start": iso(spec.plan.start), "end": iso(spec.plan.end)}]
-    return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.explicit]
+    return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.ranges]
 
 
 ACTIVITY, TIMER, ENTITY = "activity", "timer", "entity"

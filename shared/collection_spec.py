@@ -30,6 +30,11 @@ class CollectionSpec:
     def planned_chunk(self, index: int) -> Chunk:
         return self.plan.chunk(index) if self.plan else self.explicit[index]
 
+    @property
+    def ranges(self) -> list[Chunk]:
+        """What the collection covers: its plan's [start, end), or a retry's explicit windows."""
+        return [Chunk(self.plan.start, self.plan.end)] if self.plan else list(self.explicit)
+
     def retry_chunks(self, output: JsonDict) -> list[Chunk]:
         """Windows a retry-failed collection must cover: failed chunks plus, after a stop, those never started."""
         chunks = [Chunk.from_json(f["chunk"]) for f in output.get("failures") or []]

@@ -24,7 +24,9 @@ class AuditSettings:
 
     client_id: str = ""
     client_secret: str | None = field(default=None, repr=False)
+    certificate: str | None = field(default=None, repr=False)
     certificate_path: str | None = None
+    certificate_password: str | None = field(default=None, repr=False)
     certificate_thumbprint: str | None = None
     authority_host: str = "https://login.microsoftonline.com"
     graph_base_url: str = "https://graph.microsoft.com"
@@ -44,7 +46,9 @@ class AuditSettings:
             "tenant_id": tenant_id,
             "client_id": self.client_id,
             "client_secret": self.client_secret,
+            "certificate": self.certificate,
             "certificate_path": self.certificate_path,
+            "certificate_password": self.certificate_password,
             "certificate_thumbprint": self.certificate_thumbprint,
             "authority_host": self.authority_host,
             "graph_base_url": self.graph_base_url,
@@ -58,6 +62,11 @@ class AuditSettings:
             "transient_403_attempts": self.transient_403_attempts,
             "exchange_session_cap": self.exchange_session_cap,
         }
+
+
+PLATFORM_INSTANCE_ID = "WEBSITE_INSTANCE_ID"
+"""Set by Azure (App Service and Functions), never by users: how the app knows it runs there."""
+PLATFORM_SETTINGS = (PLATFORM_INSTANCE_ID,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,9 @@ class Settings:
     budget_poll_seconds: float = 10.0
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
 
+    hosted_on_azure: bool = False
+    """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
+
     def budget(self, source: str) -> BudgetOptions:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
         capacity = self.budget_graph if source == "graph" else self.budget_exchange
@@ -128,7 +140,9 @@ class Settings:
         audit = AuditSettings(
             client_id=reader.text("AUDIT_CLIENT_ID", a.client_id),
             client_secret=reader.optional("AUDIT_CLIENT_SECRET"),
+            certificate=reader.optional("AUDIT_CERTIFICATE"),
             certificate_path=reader.optional("AUDIT_CERTIFICATE_PATH"),
+            certificate_password=reader.password("AUDIT_CERTIFICATE_PASSWORD"),
             certificate_thumbprint=reader.optional("AUDIT_CERTIFICATE_THUMBPRINT"),
             authority_host=reader.url("AUDIT_AUTHORITY_HOST", a.authority_host),
             graph_base_url=reader.url("AUDIT_GRAPH_BASE_URL", a.graph_base_url),
@@ -195,12 +209,27 @@ class Settings:
             budget_poll_seconds=reader.number(
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
+            hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
         )
         _check_consistency(settings)
         return settings
 
 
+_CREDENTIAL_SETTINGS = ("AUDIT_CLIENT_SECRET", "AUDIT_CERTIFICATE", "AUDIT_CERTIFICATE_PATH")
+
+
+def _check_credential(a: AuditSettings) -> None:
+    """At most one credential; none is left to the adapters' config (a request without one fails there)."""
+    values = (a.client_secret, a.certificate, a.certificate_path)
+    given = [name for name, value in zip(_CREDENTIAL_SETTINGS, values, strict=True) if value]
+    if len(given) > 1:
+        raise ConfigError(", ".join(given), f"set exactly one of {', '.join(_CREDENTIAL_SETTINGS)}")
+    if a.certificate_password and a.client_secret:
+        raise ConfigError("AUDIT_CERTIFICATE_PASSWORD", "applies only with AUDIT_CERTIFICATE or AUDIT_CERTIFICATE_PATH")
+
+
 def _check_consistency(s: Settings) -> None:
+    _check_credential(s.audit)
     if s.default_concurrency > s.max_concurrency:
         raise ConfigError("COLLECTOR_DEFAULT_CONCURRENCY", "must not exceed COLLECTOR_MAX_CONCURRENCY")
     if s.min_interval_minutes > s.max_interval_minutes:
@@ -222,6 +251,10 @@ class _Reader:
     def optional(self, name: str) -> str | None:
         value = self._env.get(name, "").strip()
         return value or None
+
+    def password(self, name: str) -> str | None:
+        """A password is taken as given (spaces are characters of it); empty means none."""
+        return self._env.get(name) or None
 
     def text(self, name: str, default: str) -> str:
         return self.optional(name) or default

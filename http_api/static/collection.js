@@ -368,6 +368,13 @@
 
   function renderOutput(s) {
     setText("o-prefix", s.outputPrefix || "\u2014");
+    const late = s.latency && s.latency.provisional;
+    if (Array.isArray(late)) {
+      setText("o-latency", late.length === 0
+        ? "none: every window ended " + s.latency.assumedHours + " h or more before the collection started"
+        : late.map((w) => when(w.start) + " \u2192 " + when(w.end)).join(", ") + " may still gain records; collect"
+          + " again after " + when(s.latency.settledAfter) + " for a final copy");
+    }
     if (s.manifest) {
       document.getElementById("o-manifest").replaceChildren(linkOrText(s.manifest));
       document.getElementById("o-location").replaceChildren(linkOrText(String(s.manifest).replace(/manifest\.json$/, "")));

@@ -1,4 +1,5 @@
-"""App-only tokens for the audit APIs through an MSAL confidential client (client secret or certificate).
+"""App-only tokens for the audit APIs through an MSAL confidential client (client secret or certificate; the
+certificate is read by :mod:`shared.audit.certificate`).
 
 One ``msal.ConfidentialClientApplication`` is kept per (authority, client id, credential) for the life of the process,
 so its in-memory token cache is reused across activity invocations and msal refreshes tokens before they expire.
@@ -20,9 +21,10 @@ from urllib.parse import urlsplit
 import msal
 import requests
 
+from shared.audit import certificate
 from shared.audit.config import AuditApiConfig
 from shared.audit.session import PinnedSession, tls_config_error
-from shared.errors import AuthenticationError, ConfigError, TransientApiError
+from shared.errors import AuthenticationError, TransientApiError
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ _MICROSOFT_AUTHORITY_HOSTS = frozenset(
     }
 )
 
+_CERTIFICATE = "the certificate"  # stands for whichever certificate setting is in use
+
 # AADSTS code -> (setting to fix, hint). Codes from Entra's error reference.
 _AADSTS_SETTINGS: dict[str, tuple[str, str]] = {
     "AADSTS7000215": ("client_secret", "the client secret is invalid (copy the secret value, not its id)"),
@@ -51,14 +55,15 @@ _AADSTS_SETTINGS: dict[str, tuple[str, str]] = {
     "AADSTS700016": ("client_id", "no application with this client id exists in the tenant"),
     "AADSTS90002": ("tenant_id", "the tenant was not found"),
     "AADSTS900023": ("tenant_id", "the tenant identifier is not valid"),
-    "AADSTS700027": ("certificate_path", "the client assertion (certificate) was rejected"),
-    "AADSTS700024": ("certificate_path", "the client assertion is outside its validity window"),
+    "AADSTS700027": (_CERTIFICATE, "the client assertion (certificate) was rejected"),
+    "AADSTS700024": (_CERTIFICATE, "the client assertion is outside its validity window"),
     "AADSTS7000274": ("certificate_thumbprint", "the certificate thumbprint is not registered for the app"),
 }
 # Where the collector app takes each adapter setting from, so a failure names what the operator must change.
 _APP_SETTINGS = {
     "client_secret": "AUDIT_CLIENT_SECRET",
     "client_id": "AUDIT_CLIENT_ID",
+    "certificate": "AUDIT_CERTIFICATE",
     "certificate_path": "AUDIT_CERTIFICATE_PATH",
     "certificate_thumbprint": "AUDIT_CERTIFICATE_THUMBPRINT",
     "tenant_id": "the request's tenantId",
@@ -78,41 +83,26 @@ def is_microsoft_authority(authority_host: str) -> bool:
     return (urlsplit(authority_host).hostname or "").lower() in _MICROSOFT_AUTHORITY_HOSTS
 
 
-def _load_certificate(config: AuditApiConfig) -> dict[str, str]:
-    """Reads the PEM (private key + certificate) and returns msal's certificate credential."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-
-    path = config.certificate_path or ""
-    try:
-        with open(path, "rb") as handle:
-            pem = handle.read()
-    except OSError as exc:
-        raise ConfigError("certificate_path", f"cannot read the PEM file ({exc.strerror})") from None
-    try:
-        key = serialization.load_pem_private_key(pem, password=None)
-        cert = x509.load_pem_x509_certificate(pem)
-    except (ValueError, TypeError):
-        raise ConfigError(
-            "certificate_path", "the PEM file must hold an unencrypted private key and its certificate"
-        ) from None
-    thumbprint = config.certificate_thumbprint or cert.fingerprint(hashes.SHA1()).hex()  # noqa: S303 - the AAD x5t
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode("ascii")
-    return {"private_key": key_pem, "thumbprint": thumbprint}
-
-
 def _credential_key(config: AuditApiConfig) -> str:
-    # A digest, so a rotated secret builds a new app while the secret itself is never kept in a key or logged.
-    material = f"{config.client_secret or ''}|{config.certificate_path or ''}|{config.certificate_thumbprint or ''}"
-    return hashlib.sha256(material.encode("utf-8")).hexdigest()
+    # A digest, so a rotated secret or certificate (new content in the setting or in the file) builds a new app,
+    # while neither the secret, the certificate nor its password is ever kept in a key or logged.
+    parts = (
+        config.client_secret or "",
+        config.certificate or "",
+        config.certificate_password or "",
+        config.certificate_path or "",
+        certificate.content_digest(config) if config.certificate_path else "",
+        config.certificate_thumbprint or "",
+    )
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
 
 
-def _auth_error_from_text(text: str, *, default_setting: str) -> AuthenticationError:
+def _auth_error_from_text(text: str, *, default_setting: str, credential_setting: str) -> AuthenticationError:
     match = _AADSTS_RE.search(text)
     code = match.group(0) if match else None
     setting, hint = _AADSTS_SETTINGS.get(code or "", (default_setting, "sign-in was rejected"))
+    if setting == _CERTIFICATE:
+        setting = credential_setting
     where = _APP_SETTINGS.get(setting)
     named = f"{setting} ({where})" if where else setting
     return AuthenticationError(f"{code or 'authentication failed'}: {hint}; check setting {named}")
@@ -128,7 +118,7 @@ class MsalTokenProvider:
 
     def _build_app(self) -> msal.ConfidentialClientApplication:
         config = self._config
-        credential: Any = config.client_secret if config.client_secret else _load_certificate(config)
+        credential: Any = config.client_secret if config.client_secret else certificate.load_certificate(config)
         extra: dict[str, Any] = {}
         if not is_microsoft_authority(config.authority_host):
             # msal would otherwise ask login.microsoftonline.com whether the authority is known (instance discovery)
@@ -146,7 +136,9 @@ class MsalTokenProvider:
             )
         except ValueError as exc:
             # Tenant discovery failed (unknown tenant) or the authority URL is malformed.
-            raise _auth_error_from_text(str(exc), default_setting="tenant_id") from None
+            raise _auth_error_from_text(
+                str(exc), default_setting="tenant_id", credential_setting=config.credential_setting
+            ) from None
         except requests.exceptions.SSLError:
             raise tls_config_error(config.authority_host) from None
         except (requests.ConnectionError, requests.Timeout, requests.HTTPError) as exc:
@@ -175,10 +167,10 @@ class MsalTokenProvider:
         description = str(result.get("error_description", "")) if isinstance(result, dict) else ""
         if error in {"temporarily_unavailable", "server_error"} or "AADSTS50196" in description:
             raise TransientApiError(f"token endpoint unavailable: {error}")
-        default = "client_secret" if self._config.client_secret else "certificate_path"
+        used = self._config.credential_setting
         if error == "invalid_scope":
             raise AuthenticationError(f"invalid_scope for {scope}; check the API base URL settings")
-        failure = _auth_error_from_text(f"{error} {description}", default_setting=default)
+        failure = _auth_error_from_text(f"{error} {description}", default_setting=used, credential_setting=used)
         logger.warning("token request for %s failed: %s", scope, failure)
         raise failure
 

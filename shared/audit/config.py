@@ -68,6 +68,23 @@ def _check_url(setting: str, url: str) -> None:
         raise ConfigError(setting, "must not carry a query string or fragment")
 
 
+CREDENTIAL_FIELDS = ("client_secret", "certificate", "certificate_path")
+"""The app's credential: exactly one of these is set."""
+_CREDENTIAL_SETTINGS = (
+    "client_secret (AUDIT_CLIENT_SECRET), certificate (AUDIT_CERTIFICATE) or certificate_path (AUDIT_CERTIFICATE_PATH)"
+)
+
+
+def _check_credential(config: AuditApiConfig) -> None:
+    given = [name for name in CREDENTIAL_FIELDS if getattr(config, name)]
+    if not given:
+        raise ConfigError("client_secret", f"set exactly one of {_CREDENTIAL_SETTINGS}")
+    if len(given) > 1:
+        raise ConfigError(", ".join(given), f"set exactly one of {_CREDENTIAL_SETTINGS}, not {len(given)}")
+    if config.certificate_password and config.client_secret:
+        raise ConfigError("certificate_password", "applies only to a certificate, not to a client secret")
+
+
 @dataclass(frozen=True)
 class AuditApiConfig:
     """How to reach and authenticate to the audit APIs of one tenant."""
@@ -75,7 +92,9 @@ class AuditApiConfig:
     tenant_id: str
     client_id: str
     client_secret: str | None = field(default=None, repr=False)  # never logged
-    certificate_path: str | None = None  # PEM file with private key + certificate
+    certificate: str | None = field(default=None, repr=False)  # base64 PKCS#12 or PEM text (shared.audit.certificate)
+    certificate_path: str | None = None  # PEM or PKCS#12 file with the private key and its certificate
+    certificate_password: str | None = field(default=None, repr=False)  # opens a protected PKCS#12 / PEM key
     certificate_thumbprint: str | None = None  # hex SHA-1 thumbprint (computed from the cert if None)
     authority_host: str = "https://login.microsoftonline.com"
     graph_base_url: str = "https://graph.microsoft.com"
@@ -100,8 +119,7 @@ class AuditApiConfig:
             raise ConfigError("tenant_id", "must be a GUID or a domain name such as contoso.onmicrosoft.com")
         if not isinstance(self.client_id, str) or not self.client_id.strip():
             raise ConfigError("client_id", "is required (the application (client) id of the app registration)")
-        if not self.client_secret and not self.certificate_path:
-            raise ConfigError("client_secret", "either client_secret or certificate_path must be set")
+        _check_credential(self)
         if self.certificate_thumbprint is not None and not _THUMBPRINT_RE.fullmatch(self.certificate_thumbprint):
             raise ConfigError("certificate_thumbprint", "must be the 40 hex digits of the SHA-1 thumbprint")
         _check_url("authority_host", self.authority_host)
@@ -121,6 +139,11 @@ class AuditApiConfig:
             raise ConfigError("exchange_session_cap", "must be between 1 and 50000")
         if self.transient_403_attempts < 1:
             raise ConfigError("transient_403_attempts", "must be >= 1")
+
+    @property
+    def credential_setting(self) -> str:
+        """The field holding the credential in use: ``client_secret``, ``certificate`` or ``certificate_path``."""
+        return next(name for name in CREDENTIAL_FIELDS if getattr(self, name))
 
     @property
     def authority(self) -> str:

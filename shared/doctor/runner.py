@@ -58,8 +58,15 @@ def _probes_for(source: str) -> tuple[str, ...]:
     )
 
 
+_CREDENTIAL_KINDS = {
+    "client_secret": "client secret (AUDIT_CLIENT_SECRET)",
+    "certificate": "certificate from AUDIT_CERTIFICATE",
+    "certificate_path": "certificate file (AUDIT_CERTIFICATE_PATH)",
+}
+
+
 def _settings_detail(settings: Settings, config: AuditApiConfig) -> str:
-    credential = "client secret" if config.client_secret else "certificate"
+    credential = _CREDENTIAL_KINDS[config.credential_setting]
     output = (
         f"blob container {settings.output_container}"
         if settings.sink_kind == "blob"

@@ -23,6 +23,14 @@ def build_sink(settings: Settings) -> ChunkSink:
         return BlobSink.from_account_url(settings.output_account_url, settings.output_container)
     from shared.sinks.local import LocalFolderSink
 
+    if settings.hosted_on_azure and not settings.output_folder:
+        # The app folder may be writable (then a deployment wipes what was written there) or read-only; either way
+        # the default folder is not an output on Azure.
+        raise ConfigError(
+            "OUTPUT_STORAGE_ACCOUNT_URL",
+            "no output is configured: on Azure set OUTPUT_STORAGE_ACCOUNT_URL (managed identity) or "
+            "OUTPUT_STORAGE_CONNECTION; a local OUTPUT_FOLDER is used only when set explicitly",
+        )
     try:
         return LocalFolderSink(settings.output_folder or DEFAULT_OUTPUT_FOLDER)
     except OSError as exc:

@@ -62,5 +62,38 @@ def test_certificate_alone_is_a_credential_and_secret_never_in_repr() -> None:
     assert "hunter2-secret" not in repr(make())
 
 
+@pytest.mark.parametrize(
+    ("credentials", "named"),
+    [
+        ({"client_secret": "s", "certificate": "c"}, "client_secret, certificate"),
+        ({"client_secret": "s", "certificate_path": "/x.p12"}, "client_secret, certificate_path"),
+        ({"client_secret": None, "certificate": "c", "certificate_path": "/x.p12"}, "certificate, certificate_path"),
+    ],
+)
+def test_only_one_credential_may_be_set(credentials: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        make(**credentials)
+    assert info.value.setting == named
+    assert "exactly one" in info.value.rule and "AUDIT_CERTIFICATE" in info.value.rule
+    assert "hunter2-secret" not in str(info.value)
+
+
+def test_no_credential_names_all_three() -> None:
+    with pytest.raises(ConfigError) as info:
+        make(client_secret=None)
+    assert "AUDIT_CLIENT_SECRET" in info.value.rule and "AUDIT_CERTIFICATE_PATH" in info.value.rule
+    assert "AUDIT_CERTIFICATE " in info.value.rule or "AUDIT_CERTIFICATE)" in info.value.rule
+
+
+def test_certificate_content_alone_is_a_credential_and_a_password_needs_a_certificate() -> None:
+    config = make(client_secret=None, certificate="MIIK...", certificate_password="pw")
+    assert config.credential_setting == "certificate"
+    assert make(client_secret=None, certificate_path="/x.p12").credential_setting == "certificate_path"
+    assert make().credential_setting == "client_secret"
+    with pytest.raises(ConfigError) as info:
+        make(certificate_password="pw")
+    assert info.value.setting == "certificate_password"
+
+
 def test_graph_root_uses_version() -> None:
     assert make(graph_api_version="v1.0").graph_root == "https://graph.microsoft.com/v1.0"

@@ -13,7 +13,7 @@ from shared.audit.graph import GraphAuditClient
 from shared.audit.ports import AuditFilters, QueryState
 from shared.errors import AuthenticationError, MissingPermissionError
 from tests.audit.conftest import FAST, TENANT, Emu, register, wait_for_query, window
-from tests.support.certs import self_signed_pem
+from tests.support.certs import b64, cert_pem, pfx, self_signed, self_signed_pem
 
 WIN = window(0.5, offset_hours=4.0)
 
@@ -82,6 +82,42 @@ def test_certificate_credential_signs_in(emu: Emu, tmp_path: Path) -> None:
     query_id = client.create_query(WIN, AuditFilters(), display_name="cert")
     assert wait_for_query(client, query_id).state is QueryState.SUCCEEDED
     client.delete_query(query_id)
+
+
+def test_certificate_from_a_key_vault_reference_signs_in(emu: Emu) -> None:
+    """AUDIT_CERTIFICATE holds what a Key Vault reference to a certificate resolves to: base64 PKCS#12, no password."""
+    client_id = "0e5f3b6c-4a7d-4c9e-8f1a-3b4c5d6e7f80"
+    key, cert = self_signed("ual-collector-kv")
+    register(emu.handle, client_id=client_id, client_secret=None, certificate_pem=cert_pem(cert))
+    config = emu.config(client_id=client_id, client_secret=None, certificate=b64(pfx(key, cert)))
+    client = GraphAuditClient(config, retry_wait_scale=FAST)
+    query_id = client.create_query(WIN, AuditFilters(), display_name="cert from key vault")
+    assert wait_for_query(client, query_id).state is QueryState.SUCCEEDED
+    client.delete_query(query_id)
+
+
+def test_password_protected_pkcs12_file_signs_in(emu: Emu, tmp_path: Path) -> None:
+    """AUDIT_CERTIFICATE_PATH at a PKCS#12 file, as App Service loads one to /var/ssl/private/<thumbprint>.p12."""
+    client_id = "1f6a4c7d-5b8e-4daf-9a2b-4c5d6e7f8091"
+    key, cert = self_signed("ual-collector-p12")
+    path = tmp_path / "ABCDEF.p12"
+    path.write_bytes(pfx(key, cert, b"p12-password"))
+    register(emu.handle, client_id=client_id, client_secret=None, certificate_pem=cert_pem(cert))
+    config = emu.exchange_config(
+        client_id=client_id, client_secret=None, certificate_path=str(path), certificate_password="p12-password"
+    )
+    expected = len(emu.handle.ground_truth_ids(TENANT, WIN.start, WIN.end))
+    assert build_search_api(config).count(WIN, AuditFilters()) == expected
+
+
+def test_a_certificate_the_app_does_not_know_names_the_certificate_setting(emu: Emu) -> None:
+    key, cert = self_signed("not-registered")
+    client_id = "9d4e2a5b-3f6c-4b8d-9e0f-2a3b4c5d6e7f"  # registered with another certificate in the test above
+    register(emu.handle, client_id=client_id, client_secret=None, certificate_pem=cert_pem(self_signed()[1]))
+    config = emu.config(client_id=client_id, client_secret=None, certificate=b64(pfx(key, cert)))
+    with pytest.raises(AuthenticationError) as info:
+        GraphAuditClient(config, retry_wait_scale=FAST).create_query(WIN, AuditFilters(), display_name="wrong cert")
+    assert "AADSTS700027" in str(info.value) and "certificate (AUDIT_CERTIFICATE)" in str(info.value)
 
 
 def test_untrusted_tls_is_a_config_error_naming_ca_bundle(emu: Emu) -> None:

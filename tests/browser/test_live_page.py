@@ -74,7 +74,11 @@ def test_grid_follows_a_running_collection_cell_by_cell(make_emulator: MakeEmula
         done_pixel = page.evaluate(CELL_PIXEL_JS, 0)
         failed_pixel = page.evaluate(CELL_PIXEL_JS, 20)
         summary = host.summary("watched")
+        late_text = page.inner_text("#o-latency")
     assert page.eval_on_selector("#grid", "c => Number(c.dataset.cells)") == planned == 36
+    # the page says which windows may still gain late records (the summary's latency), or that none may
+    provisional = summary["latency"]["provisional"]
+    assert ("collect again after" in late_text) == bool(provisional) and ("none:" in late_text) != bool(provisional)
     assert len(final) == planned and final[20] == "f" and final.replace("f", "") == "d" * (planned - 1), final
     assert summary["status"] == "CompletedWithFailures"
     # cells turned done one refresh after another, and a done cell never went back

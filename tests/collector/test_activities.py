@@ -244,6 +244,32 @@ def test_manifest_reports_a_gap_at_the_end_of_the_range() -> None:
     assert manifest["gaps"] == result.data["gaps"] == tail
 
 
+def test_manifest_flags_the_windows_that_may_still_gain_late_records() -> None:
+    """Audit records can take up to a day to become searchable: the windows that ended less than that before the
+    collection started are listed as provisional, with the time after which collecting them again is final."""
+    api, sink = FakeSearchApi(synthetic(T0, 3, 10)), MemorySink()
+    for hour in range(3):
+        bodies.exchange_collect(api, sink, payload(Chunk(T0 + timedelta(hours=hour), T0 + timedelta(hours=hour + 1))))
+    final = {
+        "collectionId": "c1",
+        "tenantId": TENANT,
+        "ranges": [{"start": "2024-11-17T10:00:00Z", "end": "2024-11-17T13:00:00Z"}],
+        "failures": [],
+        "status": "Completed",
+        "startedAt": "2024-11-18T11:00:00Z",  # 22 hours after the range ended: its last two hours are provisional
+    }
+    manifest = json.loads(
+        sink.read_bytes(ActivityResult.from_json(bodies.finalize(sink, final)).data["manifest"]) or b""
+    )
+    assert manifest["latency"] == {
+        "assumedHours": 24.0,
+        "provisional": [{"start": "2024-11-17T11:00:00Z", "end": "2024-11-17T13:00:00Z"}],
+        "settledAfter": "2024-11-18T13:00:00Z",
+    }
+    assert manifest["totals"]["provisionalChunks"] == 2  # chunks that overlap a provisional part
+    assert [c["provisional"] for c in manifest["chunks"]] == [False, True, True]
+
+
 @pytest.mark.azurite
 def test_finalize_returns_the_sha256_of_the_manifest_bytes_it_stored(azurite_connection_string: str) -> None:
     import uuid

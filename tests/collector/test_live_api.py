@@ -52,6 +52,12 @@ def test_summary_carries_the_header_and_the_grid_of_a_running_collection() -> No
         "endDate": "2024-11-18T10:00:00Z",
         "intervalMinutes": 240.0,
     }
+    # started two hours after the range ended: all but its first two hours may still gain late records
+    assert body["latency"] == {
+        "assumedHours": 24.0,
+        "provisional": [{"start": "2024-11-17T12:00:00Z", "end": "2024-11-18T10:00:00Z"}],
+        "settledAfter": "2024-11-19T10:00:00Z",
+    }
     grid = body["grid"]
     assert grid["cells"] == 6 and grid["intervalSeconds"] == 4 * 3600
     assert expand(grid["states"]) == "frbppp"

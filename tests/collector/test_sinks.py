@@ -134,3 +134,17 @@ def test_an_unusable_output_folder_is_a_config_error_naming_the_setting(tmp_path
         build_sink(Settings.from_env({"OUTPUT_FOLDER": str(blocker / "out")}))
     assert caught.value.setting == "OUTPUT_FOLDER" and caught.value.dooms_collection
     assert "OUTPUT_STORAGE_CONNECTION" in str(caught.value)
+
+
+def test_on_azure_without_an_output_setting_the_sink_is_a_config_error_not_the_app_folder(tmp_path: Path) -> None:
+    """Azure sets WEBSITE_INSTANCE_ID. Without an output setting the collector used to write into ./output, which on
+    a writable app folder "succeeds" and is wiped by the next deployment: now it names the setting to set."""
+    from shared.errors import ConfigError
+    from shared.settings import Settings
+    from shared.sinks import build_sink
+
+    with pytest.raises(ConfigError) as raised:
+        build_sink(Settings.from_env({"WEBSITE_INSTANCE_ID": "0123abcd"}))
+    assert raised.value.setting == "OUTPUT_STORAGE_ACCOUNT_URL" and "OUTPUT_FOLDER" in str(raised.value)
+    chosen = build_sink(Settings.from_env({"WEBSITE_INSTANCE_ID": "0123abcd", "OUTPUT_FOLDER": str(tmp_path)}))
+    assert type(chosen).__name__ == "LocalFolderSink"  # a folder asked for explicitly is still honoured

@@ -1,94 +1,20 @@
-"""The sliding-window state machine, driven by a tiny simulator that answers its steps."""
+"""The sliding-window state machine, driven by a tiny simulator that answers its steps (executions switching:
+``test_window_switch.py``)."""
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import chunk_rules, names
 from shared.audit.ports import QueryState, QueryStatus
-from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
-from shared.planning import ChunkPlan
-from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import CallActivity, Carried, Lane, RunOptions, Step, Wait
-
-T0 = datetime(2024, 11, 17, tzinfo=UTC)
-Responder = Callable[[CallActivity, CollectionWindow], ActivityResult]
-
-
-def spec(n: int = 12, k: int = 3, source: str = "graph", m: int = 1000, **options: object) -> CollectionSpec:
-    return CollectionSpec(
-        collection_id="c1",
-        tenant_id="contoso.onmicrosoft.com",
-        source=source,
-        filters={},
-        options=RunOptions(max_concurrency=k, chunks_per_execution=m, **options),  # type: ignore[arg-type]
-        plan=ChunkPlan(T0, T0 + timedelta(hours=n), timedelta(hours=1)),
-    )
-
-
-def summary_for(step: CallActivity, records: int = 5, *, incomplete: bool = False) -> ActivityResult:
-    """The chunk's last activity committed its object (an Exchange lane's last call)."""
-    chunk = Chunk.from_json(step.input["chunk"])
-    summary = ChunkSummary(chunk, records, 0, 0, 0, "b", "h", 1, incomplete).to_json()
-    return ActivityResult.success({"summary": summary})
-
-
-def collected(step: CallActivity, records: int = 5, **checked: object) -> ActivityResult:
-    """The Graph collect activity found the query finished and exported it."""
-    return ActivityResult.success({"outcome": "export", **summary_for(step, records).data, **checked})
-
-
-PENDING = ActivityResult.success({"outcome": "pending", "rawStatus": "running"})
-
-
-def happy(step: CallActivity, _: CollectionWindow) -> ActivityResult:
-    if step.name == names.ACTIVITY_GRAPH_SUBMIT:
-        return ActivityResult.success({"queryId": f"q-{step.lane}"})
-    if step.name == names.ACTIVITY_GRAPH_COLLECT:
-        return collected(step)
-    if step.name == names.ACTIVITY_GRAPH_DELETE:
-        return ActivityResult.success({"deleted": True, "disposition": "deleted"})
-    return summary_for(step)
-
-
-def run(window: CollectionWindow, respond: Responder, rng: random.Random, log: list[int] | None = None) -> list[Step]:
-    """Play the orchestrator: answer steps in random order until the window finishes or is ready to switch.
-
-    Timers fire at their due time (the clock moves on); while the window switches executions, outstanding timers are
-    cancelled and their lanes parked, as the orchestrator does. Returns every step issued.
-    """
-    pending: list[Step] = window.resume() + window.fill()
-    issued = list(pending)
-    while True:
-        if window.switching:
-            for timer in [s for s in pending if isinstance(s, Wait)]:
-                pending.remove(timer)
-                window.park(timer.lane)
-        if not pending:
-            break
-        assert len(window.lanes) <= window.options.max_concurrency
-        step = pending.pop(rng.randrange(len(pending)))
-        if log is not None:
-            log.append(len(window.lanes))
-        window.now += timedelta(seconds=1)
-        if isinstance(step, Wait):
-            window.now = max(window.now, step.until)
-            new = window.on_timer(step.lane)
-        else:
-            new = window.on_result(step.lane, respond(step, window))
-        new += window.fill()
-        if window.may_start():  # work left and budget left: the window must be full
-            assert len(window.lanes) == window.options.max_concurrency
-        issued += new
-        pending += new
-        # one outstanding step per lane that is not parked, always
-        assert sorted(s.lane for s in pending) == sorted(lane.id for lane in window.lanes.values() if not lane.parked)
-    return issued
+from shared.models import ActivityError, ActivityResult, Chunk
+from shared.window import CollectionWindow
+from shared.window_state import CallActivity, Carried, RunOptions, Wait
+from tests.collector.window_sim import PENDING, T0, collected, happy, run, spec, summary_for
 
 
 @settings(max_examples=40, deadline=None)
@@ -290,63 +216,6 @@ def test_dooming_error_stops_scheduling_lets_lanes_finish_and_fails_the_collecti
     assert len(window.spec.retry_chunks(out)) == 8  # the failed one plus the seven never started
 
 
-def test_executions_switch_without_draining_and_carry_their_lanes() -> None:
-    spec_ = spec(9, 3, "exchange", m=3)
-    carried: Carried | None = None
-    executions = 0
-    carried_lanes: list[int] = []
-    while True:
-        window = CollectionWindow(spec_, carried, now=T0 + timedelta(hours=executions))
-        executions += 1
-        issued = run(window, happy, random.Random(executions))
-        started = [s for s in issued if isinstance(s, CallActivity) and s.input["attempt"] == 1]
-        assert len(started) - len(carried.lanes if carried else []) <= 3  # at most M new chunks per execution
-        if not window.should_continue_as_new:
-            break
-        assert all(lane.parked for lane in window.lanes.values())
-        carried = Carried.from_json(window.carry().to_json())  # through JSON, as continue_as_new does
-        carried_lanes.append(len(carried.lanes))
-    assert window.finished and executions >= 3 and window.state.execution == executions
-    assert window.state.completed == 9 and window.state.cursor == 9
-    assert window.status()["percent"] == 100.0
-
-
-def test_a_parked_lane_resumes_its_timer_at_the_carried_due_time_or_its_call_at_once() -> None:
-    options = {"poll_interval_seconds": 60, "poll_min_interval_seconds": 60}
-    window = CollectionWindow(spec(4, 2, m=2, **options), now=T0)
-    first = window.fill()
-    assert len(first) == 2 and window.switching  # two chunks started, the budget is spent, more are planned
-    # switching: lane 0's first poll is parked with its due time instead of being issued
-    assert window.on_result(0, ActivityResult.success({"queryId": "q-0"})) == []
-    assert window.lanes[0].parked == "timer" and window.lanes[0].due == T0 + timedelta(seconds=60)
-    assert not window.should_continue_as_new  # lane 1's submit is still in flight: wait for it
-    window.now = T0 + timedelta(seconds=5)
-    assert window.on_result(1, ActivityResult.success({"queryId": "q-1"})) == []  # parked, never issued here
-    assert window.should_continue_as_new
-    carried = Carried.from_json(window.carry().to_json())
-    assert [(lane.id, lane.parked, lane.due) for lane in carried.lanes] == [
-        (0, "timer", T0 + timedelta(seconds=60)),
-        (1, "timer", T0 + timedelta(seconds=65)),
-    ]
-    nxt = CollectionWindow(window.spec, carried, now=T0 + timedelta(seconds=62))
-    resumed = nxt.resume()
-    # lane 0's check is overdue: issued at once; lane 1 waits for its own due time, not a fresh interval
-    assert isinstance(resumed[0], CallActivity) and resumed[0].name == names.ACTIVITY_GRAPH_COLLECT
-    assert resumed[1] == Wait(1, T0 + timedelta(seconds=65))
-    assert nxt.lanes[0].query_id == "q-0" and nxt.lanes[1].query_id == "q-1"
-    assert [s.lane for s in nxt.fill()] == []  # K lanes already in flight: nothing new starts
-    assert nxt.state.execution == 2
-
-
-def test_a_lane_carries_state_it_does_not_know() -> None:
-    lane = Lane(3, Chunk(T0, T0 + timedelta(hours=1)), "poll", query_id="q", submitted_at=T0, due=T0, parked="timer")
-    data = {**lane.to_json(), "tenantSlot": {"lease": "abc", "expires": "2024-11-17T01:00:00Z"}}
-    again = Lane.from_json(data)
-    assert again.extra == {"tenantSlot": {"lease": "abc", "expires": "2024-11-17T01:00:00Z"}}
-    assert again.to_json() == data  # a newer version's per-lane state survives an older execution untouched
-    assert (again.query_id, again.submitted_at, again.due, again.parked) == ("q", T0, T0, "timer")
-
-
 def test_status_lists_windows_in_flight() -> None:
     window = CollectionWindow(spec(4, 2))
     window.fill()
@@ -431,120 +300,6 @@ def test_graph_outcomes_follow_the_status_and_the_lane_options() -> None:
     assert chunk_rules.graph_outcome(capped, splittable=True, max_records=0) == "split"
     assert chunk_rules.graph_outcome(capped, splittable=False, max_records=0) == "export_incomplete"
     assert chunk_rules.can_split(3600, 1800) and not chunk_rules.can_split(3599, 1800)
-
-
-def test_while_switching_a_lane_keeps_working_if_its_call_ends_before_the_slowest_in_flight() -> None:
-    cursor = {"typeIndex": 0, "sessionId": "s", "nextIndex": 21}
-    hours = [Chunk(T0 + timedelta(hours=i), T0 + timedelta(hours=i + 1)) for i in range(2)]
-    lanes = [
-        Lane(0, hours[0], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=10, parked="call"),
-        Lane(1, hours[1], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=60, parked="call"),
-    ]
-    window = CollectionWindow(spec(12, 2, "exchange", m=1), Carried(cursor=2, next_lane=2, lanes=lanes), now=T0)
-    first = window.resume()
-    assert [s.lane for s in first] == [0, 1] and not window.switching  # carried lanes do not count as starts
-
-    def going_on() -> ActivityResult:
-        return ActivityResult.success({"cursor": cursor})
-
-    window.now = T0 + timedelta(seconds=10)
-    assert isinstance(first[0], CallActivity)
-    assert window.on_result(0, summary_for(first[0])) == []  # lane 0's chunk is done
-    (new,) = window.fill()  # a new chunk starts: the budget of one start is spent, the window switches
-    assert new.lane == 2 and window.switching
-    window.now = T0 + timedelta(seconds=20)
-    # lane 2's call took 10 s; lane 1's call (expected 60 s, issued at 0) ends at 60 s at the earliest: go on
-    (step,) = window.on_result(2, going_on())
-    assert isinstance(step, CallActivity) and step.input["call"] == 1 and step.input["cursor"] == cursor
-    window.now = T0 + timedelta(seconds=30)
-    assert len(window.on_result(2, going_on())) == 1  # 30 + 10 <= 60
-    window.now = T0 + timedelta(seconds=55)
-    assert window.on_result(2, going_on()) == []  # 55 + 25 > 60: parked
-    assert window.lanes[2].parked == "call" and not window.should_continue_as_new
-    window.now = T0 + timedelta(seconds=61)
-    assert window.on_result(1, going_on()) == [] and window.should_continue_as_new
-    assert window.fill() == []  # nothing fits any more: nothing in flight
-    carried = Carried.from_json(window.carry().to_json())
-    assert [(lane.id, lane.parked, lane.calls, lane.call_seconds) for lane in carried.lanes] == [
-        (1, "call", 2, 61.0),
-        (2, "call", 3, 25.0),
-    ]
-    assert all(lane.cursor == cursor for lane in carried.lanes)
-
-
-def test_a_switch_called_off_sends_the_parked_lanes_on_in_this_execution() -> None:
-    # Doom while switching: the execution ends with its lanes, so a parked lane must go on here.
-    window = CollectionWindow(spec(6, 2, m=2, poll_interval_seconds=60, poll_min_interval_seconds=60), now=T0)
-    window.fill()
-    assert window.switching
-    assert window.on_result(0, ActivityResult.success({"queryId": "q-0"})) == []  # parked with its due time
-    doom = ActivityResult(False, error=ActivityError("permission", "AuditLogsQuery.Read.All missing", True))
-    assert window.on_result(1, doom) == []
-    assert not window.switching and not window.should_continue_as_new
-    window.now = T0 + timedelta(seconds=30)
-    (timer,) = window.fill()  # lane 0 goes on: its timer again, at the due time it kept
-    assert timer == Wait(0, T0 + timedelta(seconds=60)) and window.lanes[0].parked is None
-    # A lane started while switching took the last chunk: nothing waits any more, no switch.
-    cursor = {"typeIndex": 0, "sessionId": "s", "nextIndex": 21}
-    hours = [Chunk(T0 + timedelta(hours=i), T0 + timedelta(hours=i + 1)) for i in range(3)]
-    lanes = [
-        Lane(i, hours[i], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=took, parked="call")
-        for i, took in enumerate([10.0, 60.0, 50.0])
-    ]
-    window = CollectionWindow(spec(5, 3, "exchange", m=1), Carried(cursor=3, next_lane=3, lanes=lanes), now=T0)
-    first = window.resume()
-    going_on = ActivityResult.success({"cursor": cursor})
-    window.now = T0 + timedelta(seconds=10)
-    assert isinstance(first[0], CallActivity)
-    window.on_result(0, summary_for(first[0]))
-    (started,) = window.fill()  # chunk 3: the one start this execution may make; chunk 4 still waits
-    assert started.lane == 3 and window.switching
-    for moment in range(12, 52, 2):
-        window.now = T0 + timedelta(seconds=moment)
-        assert len(window.on_result(3, going_on)) == 1  # 2-second calls fit before lane 1's (ends at 60 s)
-        if moment == 48:
-            window.now = T0 + timedelta(seconds=49)
-            assert window.on_result(2, going_on) == [] and window.lanes[2].parked == "call"  # 49 + 49 > 60
-    window.now = T0 + timedelta(seconds=52)
-    assert isinstance(started, CallActivity)
-    assert window.on_result(3, summary_for(started)) == []
-    steps = window.fill()  # chunk 4 fits before 60 s too: nothing is left waiting, the switch is off
-    assert not window.switching and not window.has_pending()
-    assert sorted(s.lane for s in steps) == [2, 4] and window.lanes[2].parked is None  # lane 2 goes on here
-
-
-def three_calls(step: CallActivity, window: CollectionWindow) -> ActivityResult:
-    """Exchange chunks of three calls each (the cursor counts them); Graph as ``happy``."""
-    if step.name != names.ACTIVITY_EXCHANGE_COLLECT:
-        return happy(step, window)
-    done = int((step.input.get("cursor") or {}).get("calls", 0)) + 1
-    if done == 3:
-        return summary_for(step)
-    return ActivityResult.success({"cursor": {"calls": done}})
-
-
-@settings(max_examples=40, deadline=None)
-@given(
-    n=st.integers(1, 25),
-    k=st.integers(1, 5),
-    m=st.integers(1, 6),
-    seed=st.integers(0, 10**6),
-    source=st.sampled_from(["graph", "exchange"]),
-)
-def test_every_chunk_completes_once_across_switches(n: int, k: int, m: int, seed: int, source: str) -> None:
-    carried: Carried | None = None
-    rng = random.Random(seed)
-    issued: list[Step] = []
-    for execution in range(1, 10 * n + 2):
-        window = CollectionWindow(spec(n, k, source, m=m), carried, now=T0 + timedelta(hours=execution))
-        issued += run(window, three_calls, rng)
-        if not window.should_continue_as_new:
-            break
-        carried = Carried.from_json(window.carry().to_json())
-    assert window.finished and window.state.completed == n and window.state.failed == 0
-    assert window.state.execution == execution
-    first_calls = {s.input["chunk"]["start"] for s in issued if isinstance(s, CallActivity) and s.input["attempt"] == 1}
-    assert len(first_calls) == n  # every planned chunk was worked on, none lost at a switch
 
 
 def test_the_next_check_counts_from_when_the_last_was_issued_not_from_its_answer() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from m365_emulator import Emulator
+from m365_emulator import AppRegistration, Emulator
 from shared.doctor import Outcome, run_doctor
 from shared.doctor.model import PROBE_ORDER, DoctorReport
 from tests.doctor.conftest import (
@@ -22,6 +22,7 @@ from tests.doctor.conftest import (
     app_env,
     folder_output,
 )
+from tests.support.certs import b64, cert_pem, pfx, self_signed
 
 
 def outcomes(report: DoctorReport) -> dict[str, str]:
@@ -227,6 +228,25 @@ def test_an_untrusted_certificate_names_the_ca_bundle_setting(knobs: Emulator, t
     assert "AUDIT_CA_BUNDLE" in fix(report, "graph.token")
 
 
+def test_the_settings_probe_says_which_credential_it_uses_and_a_bad_certificate_names_its_setting(
+    knobs: Emulator, tmp_path: Path
+) -> None:
+    client_id = "2a7b5d8e-6c9f-4eb0-8b3c-5d6e7f8091a2"
+    key, cert = self_signed("doctor-cert")
+    knobs.register_app(AppRegistration(TENANT, client_id, certificate_pem=cert_pem(cert)))
+    env = app_env(knobs, folder_output(tmp_path), AUDIT_CLIENT_ID=client_id, AUDIT_CLIENT_SECRET="")
+
+    good = run_doctor({**env, "AUDIT_CERTIFICATE": b64(pfx(key, cert))}, DOMAIN, source="graph")
+    unreadable = run_doctor({**env, "AUDIT_CERTIFICATE": "not base64!"}, DOMAIN, source="graph")
+    secret = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, source="graph")
+
+    assert "with a certificate from AUDIT_CERTIFICATE" in detail(good, "settings")
+    assert good.result("graph.token").outcome is Outcome.OK, good.lines()
+    assert unreadable.result("graph.token").outcome is Outcome.FAILED
+    assert "AUDIT_CERTIFICATE" in fix(unreadable, "graph.token") and "base64" in detail(unreadable, "graph.token")
+    assert "with a client secret (AUDIT_CLIENT_SECRET)" in detail(secret, "settings")
+
+
 @pytest.mark.parametrize(
     ("overrides", "setting"),
     [
@@ -235,6 +255,7 @@ def test_an_untrusted_certificate_names_the_ca_bundle_setting(knobs: Emulator, t
         ({"AUDIT_CLIENT_ID": ""}, "AUDIT_CLIENT_ID"),
         ({"AUDIT_GRAPH_BASE_URL": "http://graph.example.com"}, "AUDIT_GRAPH_BASE_URL"),
         ({"OUTPUT_CONTAINER": "Not_A_Container"}, "OUTPUT_CONTAINER"),
+        ({"AUDIT_CERTIFICATE": "MIIKcontent"}, "AUDIT_CLIENT_SECRET, AUDIT_CERTIFICATE"),
     ],
 )
 def test_bad_settings_name_the_setting_and_nothing_else_runs(
