@@ -25,6 +25,7 @@ from durable_local.errors import (
     InvalidInstanceStateError,
 )
 from durable_local.faults import CrashPoint, FaultInjector
+from durable_local.instance_ids import start_id_error
 from durable_local.model import FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
 from durable_local.ports import Clock, InstanceQuery, Queue, TrackingStore
 
@@ -70,6 +71,9 @@ class ClientOperations:
         instance_id = instance_id or uuid.uuid4().hex
         if not instance_id.strip():
             raise ValueError("instance_id must not be blank")
+        refused = start_id_error(instance_id)
+        if refused is not None:
+            raise ValueError(refused)  # the extension's ArgumentException: 400 over HTTP, nothing started
         existing = self._tracking.get_instance(instance_id)
         if existing is not None and existing.status in _NOT_REPLACEABLE:
             raise InstanceExistsError(instance_id, existing.status.display)

@@ -14,8 +14,11 @@ class InstanceNotFoundError(EngineError):
 
 
 class InstanceExistsError(EngineError):
+    """DTFx's ``OrchestrationAlreadyExistsException`` (``AzureStorageOrchestrationService.CreateTaskOrchestrationAsync``
+    with ``ThrowExceptionOnInvalidDedupeStatus``, which the extension sets); the message is DTFx's."""
+
     def __init__(self, instance_id: str, status: str) -> None:
-        super().__init__(f"An orchestration instance with ID '{instance_id}' and status {status} already exists.")
+        super().__init__(f"An Orchestration instance with the status {status} already exists.")
         self.instance_id = instance_id
         self.status = status
 

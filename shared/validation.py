@@ -186,6 +186,17 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest(
             "collectionId", "reserved", "collectionId may not end in -retry-<number>: retry-failed names its retries so"
         )
+    if collection_id is not None and collection_id != collection_id.lower():
+        # The Durable Task Framework folds the case of instance ids in places (sessions, the entity message sorter)
+        # while blob names and instance look-ups keep it: two ids differing only in case would be two collections
+        # that share one entity inbox (one of them then waits for the tenant budget for ever) and, on a
+        # case-insensitive disk, one output folder.
+        raise InvalidRequest(
+            "collectionId",
+            "lowercase",
+            f"collectionId must be lower case (use {collection_id.lower()!r}): ids that differ only in case would "
+            "collide in the Durable Task Framework",
+        )
     return CollectionRequest(
         tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness
     )

@@ -25,6 +25,7 @@ from durable_local.entities.client import EntityMetadata, EntityQuery
 from durable_local.entities.ids import EntityId
 from durable_local.errors import FunctionNotFoundError
 from durable_local.history import format_timestamp
+from durable_local.host.query import query_of
 
 EMPTY_KEY = "$"
 """``EmptyEntityKeySymbol``: in a GET, this key means the empty string."""
@@ -63,7 +64,7 @@ class EntityHttpApi:
     async def _signal(self, request: web.Request, entity: EntityId, method: str) -> web.StreamResponse:
         from durable_local.host.webhooks import error_response
 
-        operation = "delete" if method == "DELETE" else request.query.get("op", "")
+        operation = "delete" if method == "DELETE" else query_of(request).get("op", "")
         body = await request.text()
         input_json: str | None = None
         if body:
@@ -83,12 +84,12 @@ class EntityHttpApi:
 
         query = EntityQuery(
             entity_name=name,
-            last_operation_from=_time(request.query.get("lastOperationTimeFrom")),
-            last_operation_to=_time(request.query.get("lastOperationTimeTo")) or datetime.now(UTC),
+            last_operation_from=_time(query_of(request).get("lastOperationTimeFrom")),
+            last_operation_to=_time(query_of(request).get("lastOperationTimeTo")) or datetime.now(UTC),
             continuation_token=request.headers.get("x-ms-continuation-token") or None,
-            fetch_state=_bool(request.query.get("fetchState")) or False,
+            fetch_state=_bool(query_of(request).get("fetchState")) or False,
         )
-        top = _int(request.query.get("top"))
+        top = _int(query_of(request).get("top"))
         if top is not None and top > 0:
             query.page_size = top
         entities, token = await asyncio.to_thread(self._engine.list_entities, query)

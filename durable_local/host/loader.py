@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from durable_local.host.routing import RouteTemplate, RouteTemplateError
+from durable_local.host.routing import RouteTemplate, RouteTemplateError, precedence_conflicts
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,16 @@ def load_app(app_dir: Path | str) -> LoadedApp:
             raise AppLoadError(f"function name {name!r} is defined twice")
         seen.add(name.lower())
         _index_function(loaded, name, function)
+    for local_winner, azure_winner, path in precedence_conflicts([(f.name, f.route) for f in loaded.http]):
+        logger.warning(
+            "HTTP functions %r and %r both match /%s: here %r answers (the more literal route), on Azure %r does "
+            "(the Functions host tries routes in function-name order). Make the routes disjoint or rename them.",
+            local_winner,
+            azure_winner,
+            path,
+            local_winner,
+            azure_winner,
+        )
     loaded.http.sort(key=lambda f: f.route.sort_key())
     return loaded
 

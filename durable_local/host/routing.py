@@ -1,5 +1,6 @@
 """ASP.NET-style route templates as the Functions host accepts them in ``@app.route(route=...)``.
 
+Routes are ranked as ASP.NET ranks them, which is not the Functions host's order (see ``precedence_conflicts``).
 Supported: literal segments (case-insensitive), ``{name}``, optional ``{name?}``, defaults ``{name=value}``,
 catch-all ``{*rest}``, several parameters in one segment (``{a}.{b}``) and the constraints ``int``, ``long``,
 ``bool``, ``alpha``, ``guid``, ``float``/``double``/``decimal``, ``datetime``, ``min(n)``, ``max(n)``,
@@ -222,3 +223,31 @@ def _constraint(text: str, template: str) -> Callable[[str], bool]:
         low, high = (numbers[0], numbers[0]) if len(numbers) == 1 else (numbers[0], numbers[1])
         return lambda v: low <= len(v) <= high
     raise RouteTemplateError(f"route {template!r}: unsupported constraint {text!r}")
+
+
+def precedence_conflicts(routes: list[tuple[str, RouteTemplate]]) -> list[tuple[str, str, str]]:
+    """Pairs of HTTP functions that would answer the same path differently here and on Azure.
+
+    Locally routes are tried by ``sort_key`` (more literal segments first, as ASP.NET ranks them); the Functions
+    host tries them in function-name order, first match wins (Azure/azure-functions-host#9876, #6062). For each
+    pair the two orders disagree on, a sample path built from either template (every parameter replaced by ``1``,
+    or the literal path) that both match is a conflict: ``(local winner, Azure winner, path)``. A heuristic: it
+    finds the usual literal-versus-parameter shadowing, not every overlap constraints allow.
+    """
+    local = sorted(routes, key=lambda item: item[1].sort_key())
+    rank = {name: index for index, (name, _) in enumerate(local)}
+    conflicts: list[tuple[str, str, str]] = []
+    by_name = sorted(routes, key=lambda item: item[0].lower())
+    for index, (first_name, first) in enumerate(by_name):
+        for second_name, second in by_name[index + 1 :]:
+            if rank[second_name] > rank[first_name]:
+                continue  # both orders try first_name first
+            for sample in (_sample_path(second), _sample_path(first)):
+                if first.match(sample) is not None and second.match(sample) is not None:
+                    conflicts.append((second_name, first_name, sample))
+                    break
+    return conflicts
+
+
+def _sample_path(route: RouteTemplate) -> str:
+    return _PARAM.sub("1", route.template.strip().strip("/"))

@@ -69,15 +69,20 @@ class AppServer:
             return web.Response(status=404)
         return await self._api.handle(request, _raw_tail(request, f"{RPC_PATH}/{token}"))
 
-    async def _webhook(self, request: web.Request) -> web.StreamResponse:
+    async def _webhook(self, request: web.Request, tail: str | None = None) -> web.StreamResponse:
         if not self._keys.allows("system", request.query, request.headers):
             return web.Response(status=401)
-        return await self._api.handle(request, _raw_tail(request, WEBHOOK_PATH))
+        return await self._api.handle(request, _raw_tail(request, WEBHOOK_PATH) if tail is None else tail)
 
     async def _functions(self, request: web.Request) -> web.StreamResponse:
         raw_path = request.raw_path.split("?", 1)[0]
-        prefix = f"/{self._prefix}" if self._prefix else ""
-        if prefix and not (raw_path == prefix or raw_path.startswith(prefix + "/")):
+        # ASP.NET routing compares literals case-insensitively (the webhook path, the route prefix, the routes);
+        # aiohttp's router does not, so the webhook path in another case lands here.
+        lowered = raw_path.lower()
+        if lowered.startswith(WEBHOOK_PATH + "/") and not lowered.startswith(RPC_PATH + "/"):
+            return await self._webhook(request, raw_path[len(WEBHOOK_PATH) :])
+        prefix = f"/{self._prefix}".lower() if self._prefix else ""
+        if prefix and not (lowered == prefix or lowered.startswith(prefix + "/")):
             return web.Response(status=404)
         relative = raw_path[len(prefix) :].strip("/")
         method = request.method.upper()

@@ -28,6 +28,7 @@ from durable_local.errors import (
 from durable_local.host.client_binding import management_urls
 from durable_local.host.entity_api import EntityHttpApi
 from durable_local.host.keys import HostKeys
+from durable_local.host.query import query_of
 from durable_local.host.status_json import status_payload
 from durable_local.model import RuntimeStatus
 from durable_local.ports import InstanceQuery
@@ -37,11 +38,23 @@ logger = logging.getLogger(__name__)
 _RUNNING = (RuntimeStatus.RUNNING, RuntimeStatus.PENDING, RuntimeStatus.CONTINUED_AS_NEW, RuntimeStatus.SUSPENDED)
 
 
+# The .NET exception each engine error stands for in the extension (``ExceptionType`` is its full name).
+_DOTNET_TYPES: dict[type[BaseException], str] = {
+    ValueError: "System.ArgumentException",
+    FunctionNotFoundError: "System.ArgumentException",
+    InstanceNotFoundError: "System.ArgumentException",
+    InstanceExistsError: "DurableTask.Core.Exceptions.OrchestrationAlreadyExistsException",
+    InvalidInstanceStateError: "System.InvalidOperationException",
+}
+
+
 def error_response(status: int, message: str, exc: BaseException | None = None) -> web.Response:
-    """ASP.NET's ``CreateErrorResponse`` body (the SDK reads ``ExceptionMessage`` on a 400 start)."""
+    """The extension's ``CreateErrorResponse`` body (``HttpRequestMessageExtensions.cs``; the SDK reads
+    ``ExceptionMessage`` on a 400 start)."""
     body: dict[str, Any] = {"Message": message}
     if exc is not None:
-        body.update({"ExceptionMessage": str(exc), "ExceptionType": type(exc).__name__})
+        exception_type = next((name for kind, name in _DOTNET_TYPES.items() if isinstance(exc, kind)), None)
+        body.update({"ExceptionMessage": str(exc), "ExceptionType": exception_type or type(exc).__name__})
     else:
         body["ExceptionMessage"] = message
     return web.json_response(body, status=status)
@@ -59,14 +72,16 @@ class DurableHttpApi:
     async def handle(self, request: web.Request, tail: str) -> web.StreamResponse:
         segments = [unquote(part) for part in tail.strip("/").split("/")] if tail.strip("/") else []
         method = request.method.upper()
+        # The extension matches its routes with ASP.NET's TemplateMatcher: literals in any case.
+        literal = segments[0].lower() if segments else ""
         try:
-            if segments and segments[0] == "entities":
+            if literal == "entities":
                 return await self._entities.handle(request, segments[1:])
-            if segments and segments[0] == "orchestrators" and len(segments) in (2, 3):
+            if literal == "orchestrators" and len(segments) in (2, 3):
                 if method != "POST":
                     return web.Response(status=404)
                 return await self._start(request, segments[1], segments[2] if len(segments) == 3 else None)
-            if not segments or segments[0] != "instances":
+            if literal != "instances":
                 return web.Response(status=404)
             if len(segments) == 1:
                 if method == "GET":
@@ -116,13 +131,15 @@ class DurableHttpApi:
                 self._engine.start_new, name, instance_id=instance_id or None, input_json=input_json
             )
         except InstanceExistsError as exc:
-            return error_response(409, str(exc))
+            # HandleStartOrchestratorRequestAsync catches only JsonReaderException: DTFx's
+            # OrchestrationAlreadyExistsException (an InvalidOperationException) reaches the handler's catch-all.
+            return error_response(500, "Something went wrong while processing your request", exc)
         except FunctionNotFoundError as exc:
             return error_response(400, str(exc), exc)
         return await self._created(request, new_id)
 
     async def _restart(self, request: web.Request, instance_id: str) -> web.StreamResponse:
-        flag = _bool(request.query.get("restartWithNewInstanceId"))
+        flag = _bool(query_of(request).get("restartWithNewInstanceId"))
         try:
             new_id = await asyncio.to_thread(
                 self._engine.restart, instance_id, restart_with_new_instance_id=True if flag is None else flag
@@ -132,12 +149,13 @@ class DurableHttpApi:
             # with 400 (not 404).
             return error_response(400, "InstanceId does not match a valid orchestration instance.", exc)
         except InstanceExistsError as exc:
-            return error_response(409, "A non-terminal instance with this instance ID already exists.", exc)
+            # RestartAsync starts the same id again: the same exception, not caught by the restart handler either.
+            return error_response(500, "Something went wrong while processing your request", exc)
         return await self._created(request, new_id)
 
     async def _created(self, request: web.Request, instance_id: str) -> web.StreamResponse:
-        timeout = _float(request.query.get("timeout"))
-        interval = _float(request.query.get("pollingInterval"))
+        timeout = _float(query_of(request).get("timeout"))
+        interval = _float(query_of(request).get("pollingInterval"))
         if timeout is not None and interval is not None:
             status = await asyncio.to_thread(self._engine.wait_for_completion, instance_id, timeout)
             if status is not None and status.runtime_status == RuntimeStatus.COMPLETED:
@@ -159,8 +177,8 @@ class DurableHttpApi:
     # -- status / list ------------------------------------------------------------------------------
 
     async def _status(self, request: web.Request, instance_id: str) -> web.StreamResponse:
-        show_history = _bool(request.query.get("showHistory")) or False
-        show_input = _bool(request.query.get("showInput"))
+        show_history = _bool(query_of(request).get("showHistory")) or False
+        show_input = _bool(query_of(request).get("showInput"))
         status = await asyncio.to_thread(
             self._engine.get_status,
             instance_id,
@@ -174,13 +192,13 @@ class DurableHttpApi:
     def _status_response(
         self, request: web.Request, status: InstanceStatus, *, show_input: bool = True
     ) -> web.Response:
-        history_output = _bool(request.query.get("showHistoryOutput")) or False
+        history_output = _bool(query_of(request).get("showHistoryOutput")) or False
         payload = status_payload(status, show_input=show_input, show_history_output=history_output)
         code = 200
         if status.runtime_status in _RUNNING:
             code = 202
         elif status.runtime_status == RuntimeStatus.FAILED and _bool(
-            request.query.get("returnInternalServerErrorOnFailure")
+            query_of(request).get("returnInternalServerErrorOnFailure")
         ):
             code = 500
         response = web.json_response(payload, status=code)
@@ -191,16 +209,16 @@ class DurableHttpApi:
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
         query = InstanceQuery(
-            runtime_status=_statuses(request.query.getall("runtimeStatus", [])),
-            created_from=_time(request.query.get("createdTimeFrom")),
-            created_to=_time(request.query.get("createdTimeTo")),
-            instance_id_prefix=request.query.get("instanceIdPrefix") or None,
+            runtime_status=_statuses(query_of(request).getall("runtimeStatus", [])),
+            created_from=_time(query_of(request).get("createdTimeFrom")),
+            created_to=_time(query_of(request).get("createdTimeTo")),
+            instance_id_prefix=query_of(request).get("instanceIdPrefix") or None,
             continuation_token=request.headers.get("x-ms-continuation-token") or None,
         )
-        top = _int(request.query.get("top"))
+        top = _int(query_of(request).get("top"))
         if top is not None and top > 0:
             query.page_size = top
-        show_input = _bool(request.query.get("showInput"))
+        show_input = _bool(query_of(request).get("showInput"))
         statuses, token = await asyncio.to_thread(self._engine.query, query)
         body = [status_payload(s, show_input=show_input is not False) for s in statuses]
         response = web.json_response(body, status=200)
@@ -221,11 +239,11 @@ class DurableHttpApi:
         return web.json_response({"instancesDeleted": 1 if deleted else 0}, status=200)
 
     async def _purge_many(self, request: web.Request) -> web.StreamResponse:
-        created_from = _time(request.query.get("createdTimeFrom"))
+        created_from = _time(query_of(request).get("createdTimeFrom"))
         if created_from is None:
             return web.json_response("Please provide value for 'createdTimeFrom' parameter.", status=400)
-        created_to = _time(request.query.get("createdTimeTo")) or datetime.now(UTC)
-        statuses = tuple(_statuses(request.query.getall("runtimeStatus", [])))
+        created_to = _time(query_of(request).get("createdTimeTo")) or datetime.now(UTC)
+        statuses = tuple(_statuses(query_of(request).getall("runtimeStatus", [])))
         count = await asyncio.to_thread(
             lambda: self._engine.purge_many(created_from=created_from, created_to=created_to, statuses=statuses)
         )
@@ -262,7 +280,7 @@ class DurableHttpApi:
             return web.Response(status=404)
         if status.runtime_status.is_terminal:
             return web.Response(status=410)
-        reason = request.query.get("reason")
+        reason = query_of(request).get("reason")
         action = {"terminate": self._engine.terminate, "suspend": self._engine.suspend, "resume": self._engine.resume}
         try:
             await asyncio.to_thread(action[operation], instance_id, reason)

@@ -35,6 +35,7 @@ from durable_local.replay.decisions import (
     sub_orchestration_input,
 )
 from durable_local.replay.dtfx import Decision, DtfxContext, NonDeterminismError
+from durable_local.replay.payload_limits import custom_status_error
 from durable_local.replay.reconcile import execution_id_of, reconcile
 from durable_local.replay.shim import Shim
 
@@ -148,6 +149,7 @@ def _run_execution(
         mode=episode.mode,
         max_actions=episode.settings.max_orchestration_actions,
         instance_id=info.instance_id,
+        parent_instance_id=info.parent.instance_id if info.parent else None,
         entity_reorder_window=episode.settings.entity_message_reorder_window,
     )
     non_determinism: NonDeterminismError | None = None
@@ -219,9 +221,14 @@ def _call_worker(
         settings=episode.settings,
     )
     try:
-        return invoke_orchestrator(handle, context_json)
+        outcome = invoke_orchestrator(handle, context_json)
     except (ValueError, KeyError, TypeError) as exc:  # an unreadable answer fails the orchestration, as in the host
         return OrchestratorOutcome(is_done=False, actions=[], crash=f"invalid orchestrator output: {exc}")
+    too_big = custom_status_error(outcome.custom_status)
+    if too_big is not None:
+        # SetCustomStatus throws before the shim replays any action: the orchestration fails with no new decision.
+        return OrchestratorOutcome(is_done=False, actions=[], schema_version=outcome.schema_version, crash=too_big)
+    return outcome
 
 
 def _complete_if_done(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from durable_local.entities.ids import EntityId
+from durable_local.instance_ids import sub_orchestration_id_error
 from durable_local.model import FunctionRegistry, SchedulingMode
 from durable_local.replay.actions import Action, ActionType, OrchestratorOutcome, RetryPolicy
 from durable_local.replay.dtfx import DtfxContext, SimTask, completed_task, when_all, when_any
@@ -42,10 +43,13 @@ class Shim:
         mode: SchedulingMode,
         max_actions: int,
         instance_id: str = "",
+        parent_instance_id: str | None = None,
         entity_reorder_window: timedelta = timedelta(minutes=30),
     ) -> None:
         self.context = context
         self.entity_calls = EntityCalls(context, instance_id, entity_reorder_window)
+        self.instance_id = instance_id
+        self.parent_instance_id = parent_instance_id
         self.outcome = outcome
         self.registry = registry
         self.mode = mode
@@ -124,10 +128,14 @@ class Shim:
             name = action.function_name or ""
             return ctx.with_retry(_policy(action), lambda: ctx.schedule_task(name, action.input))
         if kind == ActionType.CALL_SUB_ORCHESTRATOR:
-            self._check_function(action.function_name, activity=False)
+            refused = self._check_sub_orchestration(action)
+            if refused is not None:
+                return refused
             return ctx.create_sub_orchestration(action.function_name or "", action.instance_id, action.input)
         if kind == ActionType.CALL_SUB_ORCHESTRATOR_WITH_RETRY:
-            self._check_function(action.function_name, activity=False)
+            refused = self._check_sub_orchestration(action)
+            if refused is not None:
+                return refused
             name = action.function_name or ""
             return ctx.with_retry(
                 _policy(action), lambda: ctx.create_sub_orchestration(name, action.instance_id, action.input)
@@ -154,6 +162,33 @@ class Shim:
         if kind == ActionType.CALL_HTTP:
             raise ShimError("Durable HTTP (CallHttp) is not supported by durable_local; call HTTP from an activity.")
         raise ShimError(f"Received an unexpected action type from the out-of-proc function: '{kind}'.")
+
+    def _check_sub_orchestration(self, action: Action) -> SimTask | None:
+        """``CallDurableTaskFunctionAsync`` for an orchestrator: the function must exist, then the child id must
+        differ from this instance's and its parent's and not start with ``@``, then the action is counted.
+
+        The id checks throw inside that ``async`` method, so the exception faults the returned task instead of
+        leaving ``InvokeAPIFromAction``, and ``ProcessAsyncActionsV2`` swallows faults of the tasks it awaits:
+        on Azure nothing is scheduled, the orchestration does not fail, and the SDK's task never completes. The
+        same happens here: a faulted task, no decision, and a warning (the extension logs nothing)."""
+        self._check_function(action.function_name, activity=False, count=False)
+        refused = sub_orchestration_id_error(
+            action.instance_id, instance_id=self.instance_id, parent_instance_id=self.parent_instance_id
+        )
+        if refused is not None:
+            logger.warning(
+                "%s: sub-orchestration %s with instance id %r not scheduled (the extension drops it the same "
+                "way: the call never completes): %s",
+                self.instance_id,
+                action.function_name,
+                action.instance_id,
+                refused,
+            )
+            task = SimTask()
+            task.finish(failed=True)
+            return task
+        self._count_action()
+        return None
 
     def _check_entity(self, instance_id: str | None) -> EntityId:
         """``ThrowIfFunctionDoesNotExist`` for the entity's name, then ``IncrementActionsOrThrowException``."""
@@ -183,8 +218,9 @@ class Shim:
                 "This value can be configured in host.json file as MaxOrchestrationActions."
             )
 
-    def _check_function(self, name: str | None, *, activity: bool) -> None:
-        self._count_action()
+    def _check_function(self, name: str | None, *, activity: bool, count: bool = True) -> None:
+        if count:
+            self._count_action()
         kind = "activity" if activity else "orchestrator"
         known = self.registry.activities if activity else self.registry.orchestrators
         found = self.registry.activity(name or "") if activity else self.registry.orchestrator(name or "")

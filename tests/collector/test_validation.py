@@ -102,6 +102,9 @@ MALFORMED: list[tuple[str, Any, str, str]] = [
     ("collection id not string", good(collectionId=7), "collectionId", "format"),
     # GET /api/collections/view is the list page: a collection named so could never show its summary
     ("collection id is the list page", good(collectionId="View"), "collectionId", "reserved"),
+    # Durable instance ids are case-insensitive in places (DTFx sessions, the entity message sorter), blob names are
+    # not: "Incident-7" and "incident-7" ran as two collections and one hung on the tenant budget.
+    ("collection id with capitals", good(collectionId="Incident-7"), "collectionId", "lowercase"),
     # ``$`` also matches before a final newline: the id would become an instance id and a blob path component.
     # (The newline is a control character, so the rule for every request string catches it first.)
     ("collection id trailing newline", good(collectionId="c1\n"), "collectionId", "characters"),
