@@ -81,8 +81,11 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
     try:
-        sink = build_sink(_settings())
+        settings = _settings()
+        sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await retry_chain.retry_failed(client, collection_id, datetime.now(UTC), sink)
+    result = await retry_chain.retry_failed(
+        client, collection_id, datetime.now(UTC), sink, retention_days=settings.retention_days
+    )
     return _respond(req, client, result)

@@ -12,21 +12,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from activities.manifest import coverage_gaps
 from http_api import reuse
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
 from shared import names
-from shared.models import Chunk, JsonDict
+from shared.models import Chunk, JsonDict, iso
 from shared.sinks.base import ChunkSink
 from shared.window import CollectionSpec
 
 logger = logging.getLogger(__name__)
 
 
-async def retry_failed(client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink) -> ApiResponse:
+async def retry_failed(
+    client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink, *, retention_days: int
+) -> ApiResponse:
     """Retry what is still failed in the retry chain of a finished collection; idempotent.
 
     A call naming any finished link follows the chain to its newest link: while that one runs, the answer is 200
@@ -71,6 +73,14 @@ async def retry_failed(client: DurableClient, collection_id: str, now: datetime,
         if not isinstance(tip.output, dict):
             detail = f" ({tip.id} ended {tip.runtime}, but every window of it has a chunk summary)"
         return error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
+    chunks, expired = split_at_retention(chunks, now - timedelta(days=retention_days))
+    if not chunks:
+        windows = ", ".join(f"{iso(c.start)}/{iso(c.end)}" for c in expired)
+        return error(
+            400, "id", "retention",
+            f"nothing left to retry: {windows} ended before the audit log's retention ({retention_days} days, "
+            "COLLECTOR_RETENTION_DAYS); the service no longer holds those records",
+        )  # fmt: skip
     retry_id = names.retry_collection_id(root, generation + 1)
     leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
     if leftover is not None:
@@ -96,6 +106,7 @@ async def retry_failed(client: DurableClient, collection_id: str, now: datetime,
         "retryOf": tip.id,
         "retryRoot": root,
         "retryGeneration": generation + 1,
+        "expired": [{"start": iso(c.start), "end": iso(c.end)} for c in expired],
     }
     try:
         await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
@@ -107,8 +118,30 @@ async def retry_failed(client: DurableClient, collection_id: str, now: datetime,
             raise
         return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
     logger.info("started retry %s of %s: %d chunks", retry_id, tip.id, len(chunks))
-    body = {"collectionId": retry_id, "parentCollectionId": tip.id, "chunks": len(chunks), "existing": False}
+    body = {
+        "collectionId": retry_id,
+        "parentCollectionId": tip.id,
+        "chunks": len(chunks),
+        "existing": False,
+        "expired": request["expired"],
+    }
     return ApiResponse(202, body, retry_id)
+
+
+def split_at_retention(chunks: list[Chunk], cutoff: datetime) -> tuple[list[Chunk], list[Chunk]]:
+    """(what can still be collected, what the service no longer holds): a window straddling the retention cut-off
+    keeps its part after it. The expired parts are reported, never retried (they would come back empty)."""
+    kept: list[Chunk] = []
+    expired: list[Chunk] = []
+    for chunk in chunks:
+        if chunk.end <= cutoff:
+            expired.append(chunk)
+        elif chunk.start < cutoff:
+            expired.append(Chunk(chunk.start, cutoff, chunk.depth))
+            kept.append(Chunk(cutoff, chunk.end, chunk.depth))
+        else:
+            kept.append(chunk)
+    return kept, expired
 
 
 def unfinished_windows(spec: CollectionSpec, sink: ChunkSink) -> list[Chunk]:

@@ -144,6 +144,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "budget": source.get("budget"),
         "manifest": output.get("manifest"),
         "latency": _latency(spec, payload),
+        "expired": _expired(payload),
         "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,
         "parentCollectionId": output.get("parentCollectionId") or (spec.parent_collection_id if spec else None),
         "collection": live.header(payload, spec),
@@ -152,6 +153,13 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }
     return ApiResponse(200, body)
+
+
+def _expired(payload: Any) -> list[JsonDict]:
+    """Windows a retry left out because they ended before the audit log's retention (``retry_chain``)."""
+    request = payload.get("request") if isinstance(payload, dict) else None
+    found = request.get("expired") if isinstance(request, dict) else None
+    return found if isinstance(found, list) else []
 
 
 def _latency(spec: CollectionSpec | None, payload: Any) -> JsonDict | None:

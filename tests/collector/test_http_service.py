@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
@@ -125,7 +125,11 @@ WITH_FAILURE = {"status": "CompletedWithFailures", "failures": [FAILED], "remain
 
 
 def retry(client: FakeClient, collection_id: str, sink: ChunkSink | None = None) -> service.ApiResponse:
-    return call(retry_chain.retry_failed(client, collection_id, NOW, sink or MemorySink()))
+    return call(
+        retry_chain.retry_failed(
+            client, collection_id, NOW, sink or MemorySink(), retention_days=Settings().retention_days
+        )
+    )
 
 
 def finish(client: FakeClient, instance_id: str, output: Any) -> None:
@@ -311,3 +315,28 @@ def test_a_body_just_inside_the_depth_limit_reaches_field_validation() -> None:
         "filters.operations",
         "type",
     )
+
+
+DAYS = Settings().retention_days
+
+
+def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_empty() -> None:
+    """The service no longer holds records older than its retention: a retry over such a window used to "collect"
+    it as 0 records, Completed, with no gap (adversarial review G2)."""
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "old-1"})
+    finish(client, "old-1", WITH_FAILURE)  # the failed window: 2024-11-17 14:00-18:00
+    later = datetime(2024, 11, 17, 16, tzinfo=UTC) + timedelta(days=DAYS)  # the cut-off is now 2024-11-17 16:00
+    all_gone = call(
+        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=4), MemorySink(), retention_days=DAYS)
+    )
+    assert all_gone.status == 400, all_gone.body
+    assert (all_gone.body["error"]["field"], all_gone.body["error"]["rule"]) == ("id", "retention")
+    assert "2024-11-17T14:00:00Z" in all_gone.body["error"]["message"] and len(client.started) == 1
+    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), retention_days=DAYS))
+    assert partly.status == 202, partly.body
+    _, _, payload = client.started[-1]
+    assert payload["spec"]["explicit"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
+    expired = [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T16:00:00Z"}]
+    assert partly.body["expired"] == payload["request"]["expired"] == expired  # said, never counted as collected
+    assert call(service.collection_summary(client, "old-1-retry-1")).body["expired"] == expired
