@@ -98,6 +98,22 @@ def grid(spec: CollectionSpec | None, published: Any) -> JsonDict | None:
     return grid_cells.encode(grid_cells.Cells.of(spec), snapshot)
 
 
+def stopped(progress: JsonDict) -> JsonDict:
+    """The last custom status of a collection that ended without a result (terminated): nothing is in flight any
+    more, so its lanes' windows show as pending (what a retry collects) and no lane holds or waits for a slot (the
+    tenant budget takes its slots back when their leases run out)."""
+    out = {**progress, "inFlight": 0, "windowsInFlight": []}
+    published = progress.get("grid")
+    if isinstance(published, dict):
+        lanes = published.get("lanes") or []
+        requeued = [*(published.get("requeued") or []), *([lane[0], lane[1]] for lane in lanes)]
+        out["grid"] = {**published, "lanes": [], "requeued": requeued}
+    budget = progress.get("budget")
+    if isinstance(budget, dict):
+        out["budget"] = {**budget, "held": 0, "asking": 0, "state": None}
+    return out
+
+
 def running_failures(published: Any) -> list[JsonDict]:
     """The latest failures the orchestrator published (all of them are in the output once it ends)."""
     if not isinstance(published, dict):

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from http_api import live, reuse
-from http_api.common import ApiResponse, DurableClient, orchestration_input
+from http_api.common import ACTIVE, ApiResponse, DurableClient, orchestration_input
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
@@ -117,6 +117,10 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
     source = output or progress
     payload = _json_field(getattr(status, "input_", None))
     spec = live.spec_of(payload)
+    stopped = not output and runtime not in ACTIVE  # terminated (or crashed): its last custom status is stale
+    if stopped:
+        progress = live.stopped(progress)
+        source = progress
     if output:
         failures = [
             live.with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],

@@ -174,3 +174,23 @@ def test_recent_collections_order_by_start_not_by_the_latest_execution() -> None
     listed = asyncio.run(live.recent_collections(ListingClient([older, newer]), NOW, 5))
     assert [row["collectionId"] for row in listed["collections"]] == ["c002", "c001"]
     assert listed["collections"][0]["startedAt"] == "2024-11-18T10:00:00.5Z"
+
+
+def test_a_terminated_collection_shows_nothing_in_flight() -> None:
+    """Terminated (no output): its last custom status still lists lanes in flight and a lane waiting for budget;
+    nothing runs any more, so the summary shows those windows as pending (a retry picks them up) and no budget state
+    (adversarial review G3)."""
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "live-9", "source": "exchange"})
+    window = running_window(client, "live-9")
+    window.on_result(0, ActivityResult(False, error=ActivityError("permanent", "refused")))
+    window.fill()
+    client.instances["live-9"].custom_status = json.dumps(window.status())
+    running = call(service.collection_summary(client, "live-9")).body
+    assert running["progress"]["inFlight"] == 2 and running["budget"]["state"] == "waiting for tenant budget"
+    client.instances["live-9"].runtime_status = SimpleNamespace(value="Terminated")
+    body = call(service.collection_summary(client, "live-9")).body
+    assert body["progress"]["inFlight"] == 0 and body["windowsInFlight"] == []
+    assert expand(body["grid"]["states"]) == "fppppp" and body["grid"]["lanes"] == []
+    assert (body["budget"]["held"], body["budget"]["asking"], body["budget"]["state"]) == (0, 0, None)
+    assert body["failures"] == running["failures"]  # what failed stays shown
