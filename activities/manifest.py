@@ -6,6 +6,9 @@ collection's own windows count; any other object under its prefix is listed as `
 
 ``totals.malformed`` counts each quarantined record once: a record with a readable time is only ever quarantined in
 its own window's chunk, and one without (``untimed``) is counted once by its key however many chunks received it.
+
+A retry link's manifest also has a ``chain`` section, the same proof over its root's whole range across every link
+of the retry chain (``activities.chain_manifest``).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from shared.sinks.base import ChunkSink, write_bytes
 _SUMMARY_SUFFIX = ".summary.json"
 
 
-def _load_summaries(sink: ChunkSink, prefix: str) -> list[ChunkSummary]:
+def load_summaries(sink: ChunkSink, prefix: str) -> list[ChunkSummary]:
     summaries: list[ChunkSummary] = []
     for name in sink.list_names(prefix + "chunks/"):
         if name.endswith(_SUMMARY_SUFFIX):
@@ -123,7 +126,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
     prefix = names.collection_prefix(tenant, collection)
     ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
-    own, foreign = split_foreign(_load_summaries(sink, prefix), ranges)
+    own, foreign = split_foreign(load_summaries(sink, prefix), ranges)
     summaries, superseded = drop_superseded(own)
     failures = list(payload.get("failures") or [])
     failed_chunks = [Chunk.from_json(f["chunk"]) for f in failures]
@@ -176,6 +179,15 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
     }
+    written: JsonDict = {"totals": totals, "gaps": gaps}
+    if payload.get("parentCollectionId"):  # a retry link: the proof over its chain's whole range too
+        from activities.chain_manifest import chain_section  # it builds on this module's functions
+
+        chain = chain_section(sink, payload)
+        manifest["chain"] = chain.section
+        if chain.section is None:
+            manifest["chainReason"] = chain.reason
+        written["chain"] = chain.headline()
     name = names.manifest_object_name(tenant, collection)
     stored = write_bytes(sink, name, json.dumps(manifest, indent=2, sort_keys=True).encode())
-    return {"manifest": name, "location": sink.location(name), "sha256": stored.sha256, "totals": totals, "gaps": gaps}
+    return {"manifest": name, "location": sink.location(name), "sha256": stored.sha256, **written}

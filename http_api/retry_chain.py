@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from activities.chain_manifest import union_windows
 from activities.manifest import coverage_gaps
 from http_api import reuse
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
@@ -100,13 +101,18 @@ async def retry_failed(
         explicit=tuple(chunks),
         parent_collection_id=tip.id,
     )
+    tip_request = tip.payload.get("request") or {}
+    expired_json = [{"start": iso(c.start), "end": iso(c.end)} for c in expired]
     request = {
-        **(tip.payload.get("request") or {}),
+        **tip_request,
         "collectionId": retry_id,
         "retryOf": tip.id,
         "retryRoot": root,
         "retryGeneration": generation + 1,
-        "expired": [{"start": iso(c.start), "end": iso(c.end)} for c in expired],
+        "expired": expired_json,
+        # What the chain section of this link's manifest needs and storage cannot tell: the root's ranges, and the
+        # windows every link left out as expired. A link started before these were carried passes none on.
+        **_chain_facts(tip, tip_request, expired_json),
     }
     try:
         await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
@@ -123,7 +129,7 @@ async def retry_failed(
         "parentCollectionId": tip.id,
         "chunks": len(chunks),
         "existing": False,
-        "expired": request["expired"],
+        "expired": expired_json,
     }
     return ApiResponse(202, body, retry_id)
 
@@ -174,6 +180,21 @@ def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
     if isinstance(root, str) and names.is_safe_id(root) and isinstance(generation, int) and generation >= 1:
         return root, generation
     return collection_id, 0
+
+
+def _chain_facts(tip: _Link, tip_request: JsonDict, expired: list[JsonDict]) -> JsonDict:
+    """``rootRanges`` (the root's own ranges, or the ones the tip carries) and ``chainExpired`` (the union of every
+    link's expired windows); neither when the tip is a retry that carries no ``rootRanges``."""
+    if (tip.payload.get("spec") or {}).get("parentCollectionId") is None:  # the tip is the root
+        root_ranges: Any = [{"start": iso(c.start), "end": iso(c.end)} for c in
+                            CollectionSpec.from_json(tip.payload["spec"]).ranges]  # fmt: skip
+        earlier: list[JsonDict] = []
+    else:
+        root_ranges, earlier = tip_request.get("rootRanges"), tip_request.get("chainExpired") or []
+    if not isinstance(root_ranges, list):
+        return {}
+    union = [{"start": iso(c.start), "end": iso(c.end)} for c in union_windows([*earlier, *expired])]
+    return {"rootRanges": root_ranges, "chainExpired": union}
 
 
 def _existing_retry(link: _Link) -> ApiResponse:

@@ -147,6 +147,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "stopping": progress.get("stopping") if not output else None,
         "budget": source.get("budget"),
         "manifest": output.get("manifest"),
+        "chain": output.get("chain"),  # a finished retry link: its chain's headline (the manifest proves it)
         "latency": _latency(spec, payload),
         "expired": _expired(payload),
         "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,

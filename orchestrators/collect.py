@@ -159,6 +159,9 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             "highCompleteness": spec.options.high_completeness,
             "startedAt": payload.get("startedAt"),
             "finishedAt": iso(context.current_utc_datetime),
+            # A retry link's request carries its chain (root, generation, the root's ranges, expired windows):
+            # finalize reads every link's summaries from storage to prove the root's whole range.
+            "request": payload.get("request"),
         },
     )
     try:
@@ -168,6 +171,8 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
     else:
         result = ActivityResult.from_json(final)
     output = window.output(str(result.data.get("location")) if result.ok else None)
+    if result.ok and result.data.get("chain") is not None:
+        output["chain"] = result.data["chain"]  # the chain's headline (totals, counts); the manifest has the rest
     if not result.ok and result.error is not None:
         output["manifestError"] = result.error.to_json()
         if output["status"] == "Completed":

@@ -181,7 +181,15 @@ def test_retry_failed_after_the_retry_finished_retries_what_it_still_failed_as_t
     _, retry_id, payload = client.started[-1]
     assert retry_id == "case-5-retry-2" and len(client.started) == 3
     assert (payload["request"]["retryRoot"], payload["request"]["retryGeneration"]) == ("case-5", 2)
-    finish(client, "case-5-retry-2", {"status": "Completed", "failures": [], "remaining": {"cursor": 1}})
+    # the root's range travels from link to link: each link's manifest proves it over the whole chain
+    root_range = [{"start": BODY["startDate"], "end": BODY["endDate"]}]
+    assert [p["request"]["rootRanges"] for _, _, p in client.started[1:]] == [root_range, root_range]
+    headline = {"root": "case-5", "links": 3, "totals": {"chunks": 6, "records": 9, "bytes": 99, "incompleteChunks": 0},
+                "counts": {"gaps": 0, "failures": 0, "expired": 0, "superseded": 0}}  # fmt: skip
+    finish(client, "case-5-retry-2", {"status": "Completed", "failures": [], "remaining": {"cursor": 1},
+                                      "chain": headline})  # fmt: skip
+    assert call(service.collection_summary(client, "case-5-retry-2")).body["chain"] == headline
+    assert call(service.collection_summary(client, "case-5")).body["chain"] is None  # a root has no chain section
     done = retry(client, "case-5")
     assert done.status == 400 and "case-5-retry-2 collected everything" in done.body["error"]["message"]
 
@@ -340,3 +348,14 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     expired = [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T16:00:00Z"}]
     assert partly.body["expired"] == payload["request"]["expired"] == expired  # said, never counted as collected
     assert call(service.collection_summary(client, "old-1-retry-1")).body["expired"] == expired
+    assert payload["request"]["chainExpired"] == expired
+    # the next link's expired windows are its own; the chain's union travels on
+    finish(client, "old-1-retry-1", {**WITH_FAILURE, "failures": [
+        {**FAILED, "chunk": {"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z"}}]})  # fmt: skip
+    later_still = call(
+        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=1), MemorySink(), retention_days=DAYS)
+    )
+    assert later_still.status == 202, later_still.body
+    request = client.started[-1][2]["request"]
+    assert request["expired"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T17:00:00Z"}]
+    assert request["chainExpired"] == [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T17:00:00Z"}]

@@ -14,7 +14,7 @@ from activities import bodies
 from durable_local.model import RuntimeStatus, SchedulingMode
 from shared import names
 from shared.errors import AuthenticationError, TransientApiError
-from shared.models import ActivityResult
+from shared.models import ActivityResult, Chunk, iso
 from shared.planning import ChunkPlan
 from shared.sinks.memory import MemorySink
 from shared.window import CollectionSpec, CollectionWindow
@@ -202,6 +202,43 @@ def test_an_activity_that_raises_fails_only_its_chunk() -> None:
         output["failures"][0]["kind"] == "activity_crashed"
         and "bug in the activity" in output["failures"][0]["message"]
     )
+
+
+def test_a_retry_links_finalize_proves_the_chain_and_its_output_carries_the_headline() -> None:
+    """The root's hour 13:00 crashed; the retry link (as retry-failed starts it) collects it. The orchestrator only
+    hands the link's request to finalize, which reads both links' summaries."""
+    records = synthetic(START, 4, 3)
+    api, sink = FakeSearchApi(records), MemorySink()
+    activities = exchange_activities(api, sink)
+    collect = activities[names.ACTIVITY_EXCHANGE_COLLECT]
+
+    def flaky(p: dict[str, Any]) -> dict[str, Any]:
+        if p["collectionId"] == "c1" and p["chunk"]["start"].endswith("T13:00:00Z"):
+            raise RuntimeError("bug in the activity")
+        return collect(p)  # type: ignore[no-any-return]
+
+    activities[names.ACTIVITY_EXCHANGE_COLLECT] = flaky
+    root = ReplayDriver(orchestrator_handle(), activities, seed=4)
+    root_input = payload("exchange", 4, 2)
+    root.start(root_input)
+    root_output = json.loads(root.run().output or "null")
+    assert root_output["failed"] == 1 and "chain" not in root_output
+    parent = CollectionSpec.from_json(root_input["spec"])
+    failed = tuple(Chunk.from_json(f["chunk"]) for f in root_output["failures"])
+    spec = CollectionSpec("c1-retry-1", TENANT, "exchange", {}, parent.options, explicit=failed,
+                          parent_collection_id="c1")  # fmt: skip
+    request = {"tenantId": TENANT, "collectionId": "c1-retry-1", "retryOf": "c1", "retryRoot": "c1",
+               "retryGeneration": 1, "rootRanges": [{"start": iso(START), "end": iso(START + timedelta(hours=4))}],
+               "expired": [], "chainExpired": []}  # fmt: skip
+    retry = ReplayDriver(orchestrator_handle(), activities, seed=5)
+    retry.start({"spec": spec.to_json(), "state": None, "request": request, "startedAt": "x"})
+    output = json.loads(retry.run().output or "null")
+    assert output["status"] == "Completed" and output["records"] == 3
+    counts = {"gaps": 0, "failures": 0, "expired": 0, "superseded": 0}
+    totals = {"chunks": 4, "records": len(records), "bytes": output["chain"]["totals"]["bytes"], "incompleteChunks": 0}
+    assert output["chain"] == {"root": "c1", "links": 2, "totals": totals, "counts": counts}
+    manifest = json.loads(sink.objects[output["manifest"].removeprefix("memory://")])
+    assert manifest["chain"]["totals"] == totals and manifest["chain"]["gaps"] == []
 
 
 def test_an_activity_that_raises_once_is_retried_and_its_chunk_completes() -> None:
