@@ -86,6 +86,14 @@ def test_concurrent_retry_failed_calls_start_one_retry_per_link_of_the_chain(
         assert _collections(host) == before
 
         ids = host.chunk_ids("root") + host.chunk_ids(first) + host.chunk_ids(second)
+        # The newest link's manifest proves the root's whole range over the chain; the first link's said what
+        # was still failed then.
+        chain = host.manifest(second)["chain"]
+        first_chain = host.manifest(first)["chain"]
     truth = emulator.ground_truth_ids(TENANT, START, end)
+    assert chain["links"] == ["root", first, second] and chain["totals"]["records"] == len(truth)
+    assert (chain["gaps"], chain["failures"], chain["expired"]) == ([], [], [])
+    assert first_chain["gaps"] == [] and len(first_chain["failures"]) == 1
+    assert first_chain["totals"]["records"] == len(truth) - len(emulator.ground_truth_ids(TENANT, *bad[1]))
     assert len(ids) == len(set(ids)) and sorted(ids) == sorted(truth)
     assert sorted(host.chunk_ids(second)) == sorted(emulator.ground_truth_ids(TENANT, *bad[1]))

@@ -72,8 +72,14 @@ def test_retry_failed_finishes_a_terminated_root_without_collecting_a_record_twi
         ids = [i for s in _summaries(host, "t1") if not later(s["chunk"]) for i in _ids(host, s)]
         ids += [i for s in _summaries(host, retry_id) for i in _ids(host, s)]
         assert manifest["totals"]["records"] == sum(s["records"] for s in _summaries(host, retry_id))
+        # The retry's manifest states that union itself: the chain's kept chunks hold every record once.
+        chain = manifest["chain"]
+        chain_ids = [json.loads(line)["id"] for w in chain["windows"]
+                     for line in (host.output / w["blob"]).read_text().splitlines()]  # fmt: skip
     truth = emulator.ground_truth_ids(TENANT, START, end)
     assert len(ids) == len(set(ids)) and sorted(ids) == sorted(truth)
+    assert chain["totals"]["records"] == len(truth) and chain["gaps"] == [] and chain["failures"] == []
+    assert sorted(chain_ids) == sorted(truth) and chain["links"] == ["t1", retry_id]
 
 
 def test_a_collection_id_cannot_be_reused_with_another_body_or_into_old_output(
