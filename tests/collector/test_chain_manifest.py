@@ -163,3 +163,17 @@ def test_a_link_started_before_the_chain_section_existed_says_why_it_has_none() 
     assert manifest["chain"] is None
     assert "rootRanges" in manifest["chainReason"]
     assert manifest["totals"]["records"] == PER_HOUR  # its own section is unchanged
+
+
+def test_an_older_chunk_in_a_window_the_newer_link_failed_still_counts_and_the_failure_stays_listed() -> None:
+    """The root's late chunk of hour 1 is complete (its summary was written after it): the retry failed hour 1, so
+    nothing newer overlaps it and it is the chain's chunk there, while the retry's failure is still reported."""
+    api, sink = FakeSearchApi(synthetic(T0, 2, PER_HOUR)), MemorySink()
+    whole = hour(0, 2)
+    collect(api, sink, "l", hour(0))
+    collect(api, sink, "l", hour(1))  # late, after the retry was planned over hour 1
+    request = retry_request("l", 1, "l", whole)
+    chain = finalize(sink, "l-retry-1", [hour(1)], [hour(1)], parentCollectionId="l", request=request)["chain"]
+    assert links_of(chain) == [(window(hour(0))["start"], "l"), (window(hour(1))["start"], "l")]
+    assert chain["totals"]["records"] == 2 * PER_HOUR and chain["superseded"] == [] and chain["gaps"] == []
+    assert [f["chunk"] for f in chain["failures"]] == [hour(1).to_json()]
