@@ -248,6 +248,11 @@ def run(options: Options) -> int:
     manifest = folder / "manifest.json"
     if manifest.exists():
         print(f"Manifest   {manifest}")
+    late = (summary.get("latency") or {}).get("provisional") or []
+    if late:  # the emulator has every record at once; a real tenant may still add some to these windows
+        windows = ", ".join(f"{w['start']} .. {w['end']}" for w in late)
+        print(f"Late       {windows} may still gain records on a real tenant (up to a day late); collect again")
+        print(f"           after {summary['latency']['settledAfter']} for a final copy")
     return 0 if exact and summary.get("status") == "Completed" else 1
 
 

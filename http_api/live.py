@@ -4,11 +4,11 @@ runs (with the fix for each kind), and the hub's recent collections. Pure functi
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from http_api.common import json_field
 from shared import grid_cells, names
 from shared.models import JsonDict, iso, parse_iso
 from shared.window import CollectionSpec
@@ -132,29 +132,20 @@ def running_failures(published: Any) -> list[JsonDict]:
     return found
 
 
-def _field(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _when(value: Any) -> str | None:
     return iso(value) if isinstance(value, datetime) else (str(value) if value else None)
 
 
 def collection_row(status: Any) -> JsonDict:
     """One line of the recent-collections list."""
-    output = _field(getattr(status, "output", None))
+    output = json_field(getattr(status, "output", None))
     output = output if isinstance(output, dict) else {}
-    progress = _field(getattr(status, "custom_status", None))
+    progress = json_field(getattr(status, "custom_status", None))
     progress = progress if isinstance(progress, dict) else {}
     source = output or progress
     runtime = getattr(status, "runtime_status", None)
     runtime_text = str(getattr(runtime, "value", runtime)) if runtime is not None else None
-    payload = _field(getattr(status, "input_", None))
+    payload = json_field(getattr(status, "input_", None))
     spec = spec_of(payload)
     head = header(payload, spec)
     return {
@@ -200,7 +191,7 @@ async def recent_collections(client: ListingClient, now: datetime, top: int) -> 
 def _created(status: Any) -> datetime:
     """When the collection started: ``startedAt`` of its input (the instance's created time moves on with every
     continue-as-new), else the created time."""
-    payload = _field(getattr(status, "input_", None))
+    payload = json_field(getattr(status, "input_", None))
     started = payload.get("startedAt") if isinstance(payload, dict) else None
     if isinstance(started, str):
         try:

@@ -10,11 +10,15 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import requests
+
+from durable_local.host import LocalHost
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = Path(__file__).resolve().parent / "apps"
@@ -122,3 +126,25 @@ def start(base_url: str, orchestrator: str, payload: Any = None, instance_id: st
     response = requests.post(url, json=payload, timeout=30)
     assert response.status_code == 202, response.text
     return dict(response.json())
+
+
+WEBHOOKS = "/runtime/webhooks/durabletask"
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[LocalHost]:
+    """The basic app on an in-process ``LocalHost`` (memory store), for tests of the management API over HTTP."""
+    fields: dict[str, Any] = {"max_queue_polling_interval": timedelta(milliseconds=100)}
+    served = LocalHost(APPS / "basic", port=0, store="memory", settings_overrides=fields, drain_timeout=5)
+    served.start()
+    yield served
+    served.stop()
+
+
+def hook(host: LocalHost, tail: str) -> str:
+    return f"{host.base_url}{WEBHOOKS}/{tail}"
+
+
+def exists(host: LocalHost, instance_id: str) -> bool:
+    response = requests.get(hook(host, "instances/" + quote(instance_id, safe="")), timeout=10)
+    return response.status_code != 404

@@ -5,30 +5,11 @@ An in-process ``LocalHost`` serving the basic app; the SDK client runs inside th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import timedelta
-from typing import Any
-
-import pytest
 import requests
 
 from durable_local.host import LocalHost
-from tests.host.conftest import APPS, wait_for_status
-
-WEBHOOKS = "/runtime/webhooks/durabletask"
-
-
-@pytest.fixture(scope="module")
-def host() -> Iterator[LocalHost]:
-    fields: dict[str, Any] = {"max_queue_polling_interval": timedelta(milliseconds=100)}
-    served = LocalHost(APPS / "basic", port=0, store="memory", settings_overrides=fields, drain_timeout=5)
-    served.start()
-    yield served
-    served.stop()
-
-
-def _hook(host: LocalHost, tail: str) -> str:
-    return f"{host.base_url}{WEBHOOKS}/{tail}"
+from tests.host.conftest import hook as _hook
+from tests.host.conftest import wait_for_status
 
 
 def test_query_parameter_names_are_case_insensitive(host: LocalHost) -> None:

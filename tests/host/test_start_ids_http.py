@@ -5,37 +5,16 @@ An in-process ``LocalHost`` serving the basic app; the SDK client runs inside th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from datetime import timedelta
-from typing import Any
 from urllib.parse import quote
 
 import pytest
 import requests
 
 from durable_local.host import LocalHost
-from tests.host.conftest import APPS
+from tests.host.conftest import exists as _exists
+from tests.host.conftest import hook as _hook
 
-WEBHOOKS = "/runtime/webhooks/durabletask"
 SOMETHING_WENT_WRONG = "Something went wrong while processing your request"
-
-
-@pytest.fixture(scope="module")
-def host() -> Iterator[LocalHost]:
-    fields: dict[str, Any] = {"max_queue_polling_interval": timedelta(milliseconds=100)}
-    served = LocalHost(APPS / "basic", port=0, store="memory", settings_overrides=fields, drain_timeout=5)
-    served.start()
-    yield served
-    served.stop()
-
-
-def _hook(host: LocalHost, tail: str) -> str:
-    return f"{host.base_url}{WEBHOOKS}/{tail}"
-
-
-def _exists(host: LocalHost, instance_id: str) -> bool:
-    response = requests.get(_hook(host, "instances/" + quote(instance_id, safe="")), timeout=10)
-    return response.status_code != 404
 
 
 # -- Finding: instance ids on start ------------------------------------------------------------------------

@@ -1,68 +1,25 @@
-"""One test per behaviour of the seed's OrchestrationSessionManager, over the real memory store."""
+"""One test per behaviour of the seed's OrchestrationSessionManager, over the real memory store (history
+prefetch and MaxHistoryEvents: ``test_session_prefetch.py``)."""
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
 
 from durable_local import history
 from durable_local.faults import CrashPoint, FaultInjector
-from durable_local.model import EventType, InstanceRecord, RuntimeStatus
-from durable_local.ports import HistoryBatch, OrchestrationHistory
-from durable_local.sessions import OrchestrationSessionManager
-from durable_local.settings import EngineSettings
-from durable_local.storage import StoreBundle
+from durable_local.model import RuntimeStatus
 
-from .conftest import T0, Queues, completed_message, fast_settings, raised_message, start_message, wait_until
-
-
-def _manager(
-    store: StoreBundle, settings: EngineSettings, queues: Queues, **kwargs: object
-) -> OrchestrationSessionManager:
-    return OrchestrationSessionManager(settings, store.tracking, queues.clock, pending=queues.tracker, **kwargs)  # type: ignore[arg-type]
-
-
-def _row(instance_id: str, execution_id: str | None, status: RuntimeStatus, generation: int = 0) -> InstanceRecord:
-    return InstanceRecord(
-        instance_id=instance_id,
-        name="orch",
-        execution_id=execution_id,
-        status=status,
-        created_time=T0,
-        last_updated_time=T0,
-        generation=generation,
-    )
-
-
-def _no_session_until(manager: OrchestrationSessionManager, condition: Callable[[], bool], timeout: float = 20) -> bool:
-    """Poll ``get_next_session`` (each poll must open no session) until ``condition`` holds; False on time-out.
-
-    Waits for the background prefetch by condition, not by a fixed short timeout that a loaded CI machine misses.
-    """
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert manager.get_next_session(timeout=0.02) is None
-        if condition():
-            return True
-    return False
-
-
-def _visible_now(queues: Queues) -> int:
-    batch = queues.raw.get_messages(32, timedelta(seconds=1))
-    for m in batch:  # put them straight back
-        queues.raw.update_visibility(m.message_id, m.pop_receipt, timedelta(0))
-    return len(batch)
-
+from .conftest import T0, completed_message, fast_settings, raised_message, start_message, wait_until
+from .session_support import instance_row, make_manager, no_session_until, visible_now
 
 # -- ExecutionStarted de-duplication ----------------------------------------------------------------
 
 
 def test_dedupe_keeps_matching_start(store, settings, queues) -> None:
-    store.tracking.set_new_execution(_row("i1", "e1", RuntimeStatus.PENDING), overwrite=False)
+    store.tracking.set_new_execution(instance_row("i1", "e1", RuntimeStatus.PENDING), overwrite=False)
     queues.put(start_message("i1", "e1"))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     kept = manager.dedupe_execution_started(queues.control, queues.read())
     assert [m.body.execution_id for m in kept] == ["e1"]
     assert queues.raw.approximate_count() == 1
@@ -70,10 +27,10 @@ def test_dedupe_keeps_matching_start(store, settings, queues) -> None:
 
 def test_dedupe_discards_start_scheduled_after_instance_update(store, settings, queues, clock) -> None:
     # Row (Pending, e1) written at T0; a start for e2 (same generation) stamped after it is redundant.
-    store.tracking.set_new_execution(_row("i1", "e1", RuntimeStatus.PENDING), overwrite=False)
+    store.tracking.set_new_execution(instance_row("i1", "e1", RuntimeStatus.PENDING), overwrite=False)
     queues.put(start_message("i1", "e2", at=T0 + timedelta(seconds=1)))
     faults = FaultInjector()
-    manager = _manager(store, settings, queues, faults=faults)
+    manager = make_manager(store, settings, queues, faults=faults)
     assert manager.dedupe_execution_started(queues.control, queues.read()) == []
     assert wait_until(lambda: queues.raw.approximate_count() == 0)
     assert faults.hits(CrashPoint.C11_DUPLICATE_START_DISCARDED) == 1
@@ -81,9 +38,9 @@ def test_dedupe_discards_start_scheduled_after_instance_update(store, settings, 
 
 def test_dedupe_discards_by_reinsertion_time(store, settings, queues, clock) -> None:
     # Row is Running (not Pending), so only the re-insertion rule applies, and only after the first dequeue.
-    store.tracking.set_new_execution(_row("i1", "e1", RuntimeStatus.RUNNING), overwrite=False)
+    store.tracking.set_new_execution(instance_row("i1", "e1", RuntimeStatus.RUNNING), overwrite=False)
     queues.put(start_message("i1", "e2", at=T0 - timedelta(seconds=1)))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     first = queues.read()
     assert manager.dedupe_verdict(first[0], store.tracking.get_instance("i1")) == "defer"
     clock.advance(settings.control_queue_visibility_timeout + timedelta(seconds=1))
@@ -94,7 +51,7 @@ def test_dedupe_discards_by_reinsertion_time(store, settings, queues, clock) -> 
 
 def test_dedupe_discards_at_dequeue_count_10(store, settings, queues, clock) -> None:
     queues.put(start_message("i1", "e1"))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     verdicts = []
     for _ in range(10):
         clock.advance(settings.control_queue_visibility_timeout + timedelta(seconds=1))
@@ -107,14 +64,14 @@ def test_dedupe_discards_at_dequeue_count_10(store, settings, queues, clock) -> 
 
 def test_dedupe_defers_unknown_start(store, settings, queues, clock) -> None:
     queues.put(start_message("i1", "e1"))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     assert manager.dedupe_execution_started(queues.control, queues.read()) == []
     # Deferred = abandoned with the back-off for dequeue count 1 (2 s), never deleted.
     assert wait_until(lambda: queues.tracker.count() == 0)
     assert queues.raw.approximate_count() == 1
-    assert _visible_now(queues) == 0
+    assert visible_now(queues) == 0
     clock.advance(timedelta(seconds=2))
-    assert _visible_now(queues) == 1
+    assert visible_now(queues) == 1
 
 
 def test_dedupe_skips_sub_orchestration_starts(store, settings, queues) -> None:
@@ -125,14 +82,14 @@ def test_dedupe_skips_sub_orchestration_starts(store, settings, queues) -> None:
     from durable_local.model import TaskMessage
 
     queues.put(TaskMessage("c1", "ce", event))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     assert len(manager.dedupe_execution_started(queues.control, queues.read())) == 1
 
 
 def test_dedupe_can_be_disabled(store, queues) -> None:
     settings = fast_settings(disable_execution_started_dedup=True)
     queues.put(start_message("i1", "e1"))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     assert len(manager.dedupe_execution_started(queues.control, queues.read())) == 1
 
 
@@ -141,7 +98,7 @@ def test_dedupe_can_be_disabled(store, queues) -> None:
 
 def test_pending_batch_add_or_replace_by_message_id(store, settings, queues, clock) -> None:
     queues.put(raised_message("i1", None))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     manager.add_messages_to_pending(queues.control, queues.read())
     clock.advance(settings.control_queue_visibility_timeout + timedelta(seconds=1))
     again = queues.read()  # the same physical message, dequeued a second time
@@ -156,7 +113,7 @@ def test_execution_started_opens_new_batch(store, settings, queues) -> None:
     queues.put(start_message("i1", "e1"))
     queues.put(start_message("i1", "e1"))
     queues.put(completed_message("i1", "e1", 0))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     manager.add_messages_to_pending(queues.control, queues.read())
     sizes = [len(b.messages) for b in manager._pending_batches]
     assert sizes == [1, 2]  # each start opens a batch; the completion joins the newest matching one
@@ -165,7 +122,7 @@ def test_execution_started_opens_new_batch(store, settings, queues) -> None:
 def test_null_execution_batch_adopts_execution_id(store, settings, queues) -> None:
     queues.put(raised_message("i1", None))
     queues.put(completed_message("i1", "e7", 3))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     manager.add_messages_to_pending(queues.control, queues.read())
     assert len(manager._pending_batches) == 1
     assert manager._pending_batches[0].execution_id == "e7"
@@ -174,152 +131,15 @@ def test_null_execution_batch_adopts_execution_id(store, settings, queues) -> No
 def test_other_execution_opens_its_own_batch(store, settings, queues) -> None:
     queues.put(completed_message("i1", "e1", 0))
     queues.put(completed_message("i1", "e2", 0))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     manager.add_messages_to_pending(queues.control, queues.read())
     assert [b.execution_id for b in manager._pending_batches] == ["e1", "e2"]
-
-
-# -- Prefetch ------------------------------------------------------------------------------------------
-
-
-class _GatedTracking:
-    """The real tracking store, with get_history held until a test opens the gate (or failing N times)."""
-
-    def __init__(self, inner, *, failures: int = 0) -> None:  # type: ignore[no-untyped-def]
-        self.inner = inner
-        self.gate = threading.Event()
-        self.failures = failures
-        self.calls = 0
-
-    def get_history(self, instance_id: str, expected_execution_id: str | None = None) -> OrchestrationHistory:
-        self.calls += 1
-        if self.failures > 0:
-            self.failures -= 1
-            raise OSError("table unavailable")
-        self.gate.wait(10)
-        return self.inner.get_history(instance_id, expected_execution_id)
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self.inner, name)
-
-
-def _write_history(store: StoreBundle, instance_id: str, execution_id: str, count: int) -> None:
-    events = [history.orchestrator_started(timestamp=T0)]
-    events.append(
-        history.execution_started(
-            timestamp=T0, name="orch", instance_id=instance_id, execution_id=execution_id, input=None
-        )
-    )
-    while len(events) < count:
-        events.append(history.event_raised(timestamp=T0, name="e", input=None))
-    store.tracking.write_history_batch(HistoryBatch(instance_id, execution_id, 0, events, True), None)
-
-
-def test_prefetch_before_ready(store, settings, queues) -> None:
-    _write_history(store, "i1", "e1", 3)
-    gated = _GatedTracking(store.tracking)
-    queues.put(completed_message("i1", "e1", 0))
-    manager = OrchestrationSessionManager(settings, gated, queues.clock, pending=queues.tracker)  # type: ignore[arg-type]
-    try:
-        manager.add_messages_to_pending(queues.control, queues.read())
-        assert manager.get_next_session(timeout=0.05) is None  # history not loaded yet: not ready
-        gated.gate.set()
-        session = manager.get_next_session(timeout=5)
-        assert session is not None
-        assert len(session.history) == 3
-        assert session.etag is not None
-    finally:
-        gated.gate.set()
-        manager.shutdown()
-
-
-def test_prefetch_failure_is_retried(store, settings, queues) -> None:
-    _write_history(store, "i1", "e1", 2)
-    gated = _GatedTracking(store.tracking, failures=2)
-    gated.gate.set()
-    queues.put(completed_message("i1", "e1", 0))
-    manager = OrchestrationSessionManager(settings, gated, queues.clock, pending=queues.tracker)  # type: ignore[arg-type]
-    try:
-        manager.add_messages_to_pending(queues.control, queues.read())
-        session = manager.get_next_session(timeout=5)
-        assert session is not None
-        assert manager.prefetch_failures == 2
-        assert gated.calls == 3
-    finally:
-        manager.shutdown()
-
-
-class _SickTracking:
-    """The real tracking store, except that loading the history of a "sick-*" instance always fails."""
-
-    def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
-        self.inner = inner
-        self.sick_calls = 0
-
-    def get_history(self, instance_id: str, expected_execution_id: str | None = None) -> OrchestrationHistory:
-        if instance_id.startswith("sick-"):
-            self.sick_calls += 1
-            raise OSError(f"history of {instance_id} is unreadable")
-        return self.inner.get_history(instance_id, expected_execution_id)
-
-    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
-        return getattr(self.inner, name)
-
-
-def test_permanently_failing_prefetches_do_not_starve_healthy_instances(store, queues) -> None:
-    # The seed re-enqueues a failed prefetch (after a pause) instead of retrying it in a loop, so that failing
-    # instances cannot hold every background thread. Six sick batches are queued before three healthy ones,
-    # with a pool of four threads.
-    settings = fast_settings(prefetch_retry_delay=timedelta(milliseconds=50))
-    sick = [f"sick-{i}" for i in range(6)]
-    healthy = [f"well-{i}" for i in range(3)]
-    for instance_id in healthy:
-        _write_history(store, instance_id, "e1", 2)
-    for instance_id in sick + healthy:
-        queues.put(completed_message(instance_id, "e1", 0))
-    tracking = _SickTracking(store.tracking)
-    manager = OrchestrationSessionManager(settings, tracking, queues.clock, pending=queues.tracker)  # type: ignore[arg-type]
-    opened: list[str] = []
-    try:
-        manager.add_messages_to_pending(queues.control, queues.read())
-
-        def all_healthy_opened() -> bool:
-            session = manager.get_next_session(timeout=0.01)
-            if session is not None:
-                opened.append(session.instance_id)
-            return sorted(opened) == healthy
-
-        assert wait_until(all_healthy_opened, timeout=30), f"healthy sessions opened: {opened}"
-        assert wait_until(lambda: tracking.sick_calls > 2 * len(sick))  # the sick ones keep being retried
-        assert manager.get_stats().pending_instances == len(sick)
-    finally:
-        manager.shutdown()
-
-
-def test_max_history_events_terminates(store, queues) -> None:
-    settings = fast_settings(max_history_events=3)
-    _write_history(store, "i1", "e1", 5)
-    queues.put(raised_message("i1", None))
-    manager = _manager(store, settings, queues)
-    try:
-        manager.add_messages_to_pending(queues.control, queues.read())
-        session = manager.get_next_session(timeout=5)
-        assert session is not None
-        last = session.history[-1]
-        assert history.event_type(last) is EventType.EXECUTION_TERMINATED
-        assert last["Input"] == "Orchestrator exceeded maximum history size: 3"
-        assert len(session.history) == 6
-    finally:
-        manager.shutdown()
-
-
-# -- Sessions ------------------------------------------------------------------------------------------
 
 
 def test_one_active_session_per_instance_case_insensitive(store, settings, queues) -> None:
     queues.put(completed_message("ABC", "e1", 0))
     queues.put(completed_message("abc", "e2", 0))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_messages_to_pending(queues.control, queues.read())
         first = manager.get_next_session(timeout=5)
@@ -336,7 +156,7 @@ def test_one_active_session_per_instance_case_insensitive(store, settings, queue
 
 def test_messages_merged_into_active_session(store, settings, queues) -> None:
     queues.put(completed_message("i1", "e1", 0))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_messages_to_pending(queues.control, queues.read())
         session = manager.get_next_session(timeout=5)
@@ -353,13 +173,13 @@ def test_messages_merged_into_active_session(store, settings, queues) -> None:
 def test_ready_batch_of_the_active_execution_is_merged_into_the_session(store, settings, queues) -> None:
     queues.put(start_message("i1", "e1"))
     queues.put(start_message("i1", "e1"))  # a duplicate start opens a second batch for the same execution
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_messages_to_pending(queues.control, queues.read())
         session = manager.get_next_session(timeout=5)
         assert session is not None
         # The duplicate's batch is merged once its prefetch ends (however slow the machine), never a 2nd session.
-        assert _no_session_until(manager, lambda: len(session.pending_messages) == 1)
+        assert no_session_until(manager, lambda: len(session.pending_messages) == 1)
         assert manager.get_stats().pending_instances == 0
     finally:
         manager.shutdown()
@@ -368,14 +188,14 @@ def test_ready_batch_of_the_active_execution_is_merged_into_the_session(store, s
 def test_other_generation_requeued_with_delay(store, queues) -> None:
     settings = fast_settings(requeue_delay=timedelta(seconds=1))
     queues.put(completed_message("i1", "e1", 0))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_messages_to_pending(queues.control, queues.read())
         session = manager.get_next_session(timeout=5)
         assert session is not None
         queues.put(start_message("i1", "e2"))  # a start always opens a batch, even with a session active
         manager.add_messages_to_pending(queues.control, queues.read())
-        assert _no_session_until(manager, lambda: manager.requeued_other_generation >= 1)
+        assert no_session_until(manager, lambda: manager.requeued_other_generation >= 1)
         # While the 200 ms-style delay runs, the batch is out of the pending list; it comes back after it.
         assert manager.get_stats().pending_instances == 0
         assert wait_until(lambda: manager.get_stats().pending_instances == 1)
@@ -389,7 +209,7 @@ def test_other_generation_requeued_with_delay(store, queues) -> None:
 def test_release_puts_unprocessed_messages_back(store, settings, queues) -> None:
     queues.put(completed_message("i1", "e1", 0))
     queues.put(completed_message("i1", "e1", 5))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_messages_to_pending(queues.control, queues.read()[:1])
         session = manager.get_next_session(timeout=5)
@@ -410,7 +230,7 @@ def test_release_puts_unprocessed_messages_back(store, settings, queues) -> None
 
 def test_drain_waits_then_times_out(store, settings, queues) -> None:
     faults = FaultInjector()
-    manager = _manager(store, settings, queues, faults=faults)
+    manager = make_manager(store, settings, queues, faults=faults)
     try:
         manager.add_queue(queues.raw.name, queues.control)
         queues.put(completed_message("i1", "e1", 0))
@@ -424,7 +244,7 @@ def test_drain_waits_then_times_out(store, settings, queues) -> None:
 
 
 def test_drain_completes_when_sessions_finish(store, settings, queues) -> None:
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_queue(queues.raw.name, queues.control)
         queues.put(completed_message("i1", "e1", 0))
@@ -439,14 +259,14 @@ def test_drain_completes_when_sessions_finish(store, settings, queues) -> None:
 
 
 def test_wait_for_dequeue_loop_exit_only_after_release(store, settings, queues) -> None:
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_queue(queues.raw.name, queues.control)
         assert manager.wait_for_dequeue_loop_exit(queues.raw.name, timeout=0.05) is False  # still listening
         manager.release_queue(queues.raw.name)
         assert manager.wait_for_dequeue_loop_exit(queues.raw.name, timeout=30) is True
         queues.put(completed_message("i1", "e1", 0))
-        assert _visible_now(queues) == 1  # nobody reads the queue any more
+        assert visible_now(queues) == 1  # nobody reads the queue any more
     finally:
         manager.shutdown()
 
@@ -455,7 +275,7 @@ def test_stats(store, settings, queues) -> None:
     queues.put(completed_message("i1", "e1", 0))
     queues.put(completed_message("i2", "e1", 0))
     queues.put(completed_message("i2", "e1", 1))
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_messages_to_pending(queues.control, queues.read())
         stats = manager.get_stats()
@@ -468,7 +288,7 @@ def test_stats(store, settings, queues) -> None:
 
 
 def test_dequeue_loop_feeds_sessions_and_resume_listening(store, settings, queues) -> None:
-    manager = _manager(store, settings, queues)
+    manager = make_manager(store, settings, queues)
     try:
         manager.add_queue(queues.raw.name, queues.control)
         manager.add_queue(queues.raw.name, queues.control)  # second add is ignored (logged)
