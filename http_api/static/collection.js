@@ -368,6 +368,13 @@
 
   function renderOutput(s) {
     setText("o-prefix", s.outputPrefix || "\u2014");
+    const chain = s.chain;
+    if (chain && chain.totals && chain.counts) {
+      const c = chain.counts;
+      setText("o-chain", "root " + chain.root + ", " + number(chain.links) + " links: " + number(chain.totals.records)
+        + " records in " + number(chain.totals.chunks) + " chunks; " + number(c.gaps) + " gaps, " + number(c.failures)
+        + " still failed, " + number(c.expired) + " expired (the manifest's chain section proves it)");
+    }
     const late = s.latency && s.latency.provisional;
     if (Array.isArray(late)) {
       setText("o-latency", late.length === 0

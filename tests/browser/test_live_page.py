@@ -142,6 +142,10 @@ def test_failure_reason_is_text_and_retry_starts_a_retry_collection(
         assert page.inner_text("#f-parent") == "xss"
         retried = host.summary(retry_id)
         assert retried["status"] == "Completed" and retried["parentCollectionId"] == "xss"
+        # the retry's page says what the whole chain now holds (its manifest's chain section)
+        chain_line = page.inner_text("#o-chain")
+        assert chain_line.startswith("root xss, 2 links: ") and "0 gaps, 0 still failed" in chain_line, chain_line
+        assert f"{retried['chain']['totals']['records']:,} records" in chain_line
         # the list page: both collections, newest first, each linking its live page
         page.goto(f"{host.base}/api/collections/view")
         page.wait_for_selector("#list tbody a")
