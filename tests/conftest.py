@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 
 from tests.support.azurite import Azurite, run_azurite
+
+# CI decides whether a change lands, so there the property tests draw the same examples every run (a failure is a
+# defect in the change, not a new draw); a developer's run keeps exploring, and a case it finds becomes an @example.
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="session")
