@@ -26,7 +26,7 @@ AUDIT_LATENCY = timedelta(hours=24)
 
 def provisional_parts(ranges: list[Chunk], started_at: datetime) -> list[Chunk]:
     """The parts of ``ranges`` that may still gain records: everything after ``started_at - AUDIT_LATENCY``."""
-    cutoff = started_at - AUDIT_LATENCY
+    cutoff = (started_at - AUDIT_LATENCY).replace(microsecond=0)  # whole seconds, rounded down: never less flagged
     return [Chunk(max(r.start, cutoff), r.end) for r in sorted(ranges, key=lambda r: r.start) if r.end > cutoff]
 
 

@@ -40,3 +40,8 @@ def test_a_retry_of_scattered_windows_flags_each_recent_one_whole_or_in_part() -
 
 def test_unknown_start_time_claims_nothing() -> None:
     assert latency_report([Chunk(T - timedelta(hours=1), T)], None)["provisional"] is None
+
+
+def test_the_cut_off_is_a_whole_second_rounded_down() -> None:
+    started = T + timedelta(microseconds=707829)
+    assert provisional_parts([Chunk(T - timedelta(days=3), T)], started) == [Chunk(T - AUDIT_LATENCY, T)]
