@@ -46,8 +46,9 @@ class ChainSection:
         return {"root": chain["root"], "links": len(chain["links"]), "totals": chain["totals"], "counts": counts}
 
 
-def chain_section(sink: ChunkSink, payload: JsonDict) -> ChainSection:
-    """The chain section of the retry link that ``payload`` (the finalize input) finalizes."""
+def chain_section(sink: ChunkSink, payload: JsonDict, own: list[ChunkSummary]) -> ChainSection:
+    """The chain section of the retry link that ``payload`` (the finalize input) finalizes; ``own``: the link's
+    summaries inside its own windows, as its manifest read them (older links' are read here)."""
     request = payload.get("request")
     request = request if isinstance(request, dict) else {}
     root, generation = request.get("retryRoot"), request.get("retryGeneration")
@@ -60,7 +61,6 @@ def chain_section(sink: ChunkSink, payload: JsonDict) -> ChainSection:
     if not isinstance(root_ranges, list) or not root_ranges:
         return ChainSection(None, NO_ROOT_RANGES)
     ranges = [Chunk(parse_iso(r["start"]), parse_iso(r["end"])) for r in root_ranges]
-    own = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
     kept, superseded = _newest_wins(sink, str(payload["tenantId"]), links, [(c.start, c.end) for c in ranges], own)
     failures = list(payload.get("failures") or [])
     expired = union_windows([*(request.get("chainExpired") or []), *(request.get("expired") or [])])
@@ -71,7 +71,7 @@ def chain_section(sink: ChunkSink, payload: JsonDict) -> ChainSection:
         {
             "root": root,
             "links": links,
-            "ranges": [{"start": iso(r.start), "end": iso(r.end)} for r in ranges],
+            "ranges": [r.span_json() for r in ranges],
             "windows": [
                 {
                     "start": iso(s.chunk.start),
@@ -92,14 +92,14 @@ def chain_section(sink: ChunkSink, payload: JsonDict) -> ChainSection:
             },
             "gaps": gaps,
             "failures": failures,
-            "expired": [{"start": iso(c.start), "end": iso(c.end)} for c in expired],
+            "expired": [c.span_json() for c in expired],
             "superseded": sorted(superseded),
         }
     )
 
 
 def _newest_wins(
-    sink: ChunkSink, tenant: str, links: list[str], root_ranges: list[Window], own: list[Window]
+    sink: ChunkSink, tenant: str, links: list[str], root_ranges: list[Window], own: list[ChunkSummary]
 ) -> tuple[list[tuple[str, ChunkSummary]], list[str]]:
     """(kept (link, summary) in time order, the summarised objects no one keeps): newest link first, a chunk is kept
     unless it overlaps one a newer link kept. Kept chunks never overlap each other, so, sorted by start, only the
@@ -107,10 +107,12 @@ def _newest_wins(
     kept: list[tuple[str, ChunkSummary]] = []
     superseded: list[str] = []
     for link in reversed(links):
-        # The link being finalized counts inside its own windows (as its own section does), older links inside the
-        # root's ranges. Anything else under a prefix is another run's, listed as foreign by that link's manifest.
-        windows = own if link == links[-1] else root_ranges
-        found, _ = split_foreign(load_summaries(sink, names.collection_prefix(tenant, link)), windows)
+        # The link being finalized counts inside its own windows (``own``, as its own section does), older links
+        # inside the root's ranges. Anything else under a prefix is another run's, listed as foreign by its manifest.
+        if link == links[-1]:
+            found = own
+        else:
+            found, _ = split_foreign(load_summaries(sink, names.collection_prefix(tenant, link)), root_ranges)
         finest, inner = drop_superseded(found)
         superseded += [s.blob for s in inner]
         newer = [s.chunk for _, s in kept]

@@ -17,8 +17,8 @@ import json
 from datetime import datetime
 
 from shared import names
-from shared.latency import latency_report, provisional_parts
-from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
+from shared.latency import latency_report, provisional_parts, started_at_of
+from shared.models import Chunk, ChunkSummary, JsonDict, parse_iso
 from shared.records import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
 
@@ -112,20 +112,12 @@ def _queries(payload: JsonDict) -> JsonDict | None:
     return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
 
 
-def _started_at(payload: JsonDict) -> datetime | None:
-    """When the collection started (every query of it ran later), or None if unknown."""
-    started = payload.get("startedAt")
-    try:
-        return parse_iso(started) if isinstance(started, str) else None
-    except ValueError:
-        return None
-
-
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
     prefix = names.collection_prefix(tenant, collection)
     ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
+    range_chunks = [Chunk(s, e) for s, e in ranges]
     own, foreign = split_foreign(load_summaries(sink, prefix), ranges)
     summaries, superseded = drop_superseded(own)
     failures = list(payload.get("failures") or [])
@@ -136,8 +128,8 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         for gap in coverage_gaps(start, end, [s.chunk for s in summaries if s.chunk.start < end] + failed_chunks)
     ]
     untimed = len(untimed_keys(sink, summaries))
-    started_at = _started_at(payload)
-    late = provisional_parts([Chunk(s, e) for s, e in ranges], started_at) if started_at else []
+    started_at = started_at_of(payload)
+    late = provisional_parts(range_chunks, started_at) if started_at else []
     provisional = {s.blob for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in late)}
     totals = {
         "chunks": len(summaries),
@@ -157,13 +149,13 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "parentCollectionId": payload.get("parentCollectionId"),
         "source": payload.get("source"),
         "filters": payload.get("filters") or {},
-        "ranges": [{"start": iso(s), "end": iso(e)} for s, e in ranges],
+        "ranges": [c.span_json() for c in range_chunks],
         "status": payload.get("status"),
         "reason": payload.get("reason"),
         "timings": {"startedAt": payload.get("startedAt"), "finishedAt": payload.get("finishedAt")},
         "totals": totals,
         "gaps": gaps,
-        "latency": latency_report([Chunk(s, e) for s, e in ranges], started_at),
+        "latency": latency_report(range_chunks, started_at),
         "chunks": [
             {
                 **s.to_json(),
@@ -183,7 +175,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     if payload.get("parentCollectionId"):  # a retry link: the proof over its chain's whole range too
         from activities.chain_manifest import chain_section  # it builds on this module's functions
 
-        chain = chain_section(sink, payload)
+        chain = chain_section(sink, payload, own)  # this link's summaries, already read
         manifest["chain"] = chain.section
         if chain.section is None:
             manifest["chainReason"] = chain.reason

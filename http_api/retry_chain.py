@@ -20,7 +20,7 @@ from activities.manifest import coverage_gaps
 from http_api import reuse
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
 from shared import names
-from shared.models import Chunk, JsonDict, iso
+from shared.models import Chunk, JsonDict
 from shared.sinks.base import ChunkSink
 from shared.window import CollectionSpec
 
@@ -76,7 +76,7 @@ async def retry_failed(
         return error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
     chunks, expired = split_at_retention(chunks, now - timedelta(days=retention_days))
     if not chunks:
-        windows = ", ".join(f"{iso(c.start)}/{iso(c.end)}" for c in expired)
+        windows = ", ".join(c.label() for c in expired)
         return error(
             400, "id", "retention",
             f"nothing left to retry: {windows} ended before the audit log's retention ({retention_days} days, "
@@ -102,7 +102,7 @@ async def retry_failed(
         parent_collection_id=tip.id,
     )
     tip_request = tip.payload.get("request") or {}
-    expired_json = [{"start": iso(c.start), "end": iso(c.end)} for c in expired]
+    expired_json = [c.span_json() for c in expired]
     request = {
         **tip_request,
         "collectionId": retry_id,
@@ -112,7 +112,7 @@ async def retry_failed(
         "expired": expired_json,
         # What the chain section of this link's manifest needs and storage cannot tell: the root's ranges, and the
         # windows every link left out as expired. A link started before these were carried passes none on.
-        **_chain_facts(tip, tip_request, expired_json),
+        **_chain_facts(parent, tip_request, expired_json),
     }
     try:
         await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
@@ -182,18 +182,17 @@ def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
     return collection_id, 0
 
 
-def _chain_facts(tip: _Link, tip_request: JsonDict, expired: list[JsonDict]) -> JsonDict:
+def _chain_facts(tip: CollectionSpec, tip_request: JsonDict, expired: list[JsonDict]) -> JsonDict:
     """``rootRanges`` (the root's own ranges, or the ones the tip carries) and ``chainExpired`` (the union of every
     link's expired windows); neither when the tip is a retry that carries no ``rootRanges``."""
-    if (tip.payload.get("spec") or {}).get("parentCollectionId") is None:  # the tip is the root
-        root_ranges: Any = [{"start": iso(c.start), "end": iso(c.end)} for c in
-                            CollectionSpec.from_json(tip.payload["spec"]).ranges]  # fmt: skip
+    if tip.parent_collection_id is None:  # the tip is the root
+        root_ranges: Any = [c.span_json() for c in tip.ranges]
         earlier: list[JsonDict] = []
     else:
         root_ranges, earlier = tip_request.get("rootRanges"), tip_request.get("chainExpired") or []
     if not isinstance(root_ranges, list):
         return {}
-    union = [{"start": iso(c.start), "end": iso(c.end)} for c in union_windows([*earlier, *expired])]
+    union = [c.span_json() for c in union_windows([*earlier, *expired])]
     return {"rootRanges": root_ranges, "chainExpired": union}
 
 

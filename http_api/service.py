@@ -17,8 +17,8 @@ from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
 from shared import names
-from shared.latency import latency_report
-from shared.models import JsonDict, parse_iso
+from shared.latency import latency_report, started_at_of
+from shared.models import JsonDict
 from shared.planning import ChunkPlan
 from shared.request_json import parse_request_json
 from shared.settings import Settings
@@ -170,11 +170,7 @@ def _expired(payload: Any) -> list[JsonDict]:
 def _latency(spec: CollectionSpec | None, payload: Any) -> JsonDict | None:
     """Which windows may still gain late records (``shared.latency``), known from the start: the page and the
     summary say it while the collection runs, the manifest when it ends."""
-    started = payload.get("startedAt") if isinstance(payload, dict) else None
-    if spec is None or not isinstance(started, str):
-        return None
-    try:
-        started_at = parse_iso(started)
-    except ValueError:
+    started_at = started_at_of(payload)
+    if spec is None or started_at is None:
         return None
     return latency_report(spec.ranges, started_at)

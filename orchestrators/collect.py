@@ -26,7 +26,7 @@ bp = df.Blueprint()
 
 
 def _ranges(spec: CollectionSpec) -> list[JsonDict]:
-    return [{"start": iso(c.start), "end": iso(c.end)} for c in spec.ranges]
+    return [c.span_json() for c in spec.ranges]
 
 
 ACTIVITY, TIMER, ENTITY = "activity", "timer", "entity"

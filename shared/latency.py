@@ -18,10 +18,21 @@ collection runs after the collection started, so a window is settled when it end
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
-from shared.models import Chunk, JsonDict, iso
+from shared.models import Chunk, JsonDict, iso, parse_iso
 
 AUDIT_LATENCY = timedelta(hours=24)
+
+
+def started_at_of(payload: Any) -> datetime | None:
+    """``startedAt`` of an orchestration input or finalize payload (every query of the collection ran later), or
+    None when it is missing or unreadable."""
+    started = payload.get("startedAt") if isinstance(payload, dict) else None
+    try:
+        return parse_iso(started) if isinstance(started, str) else None
+    except ValueError:
+        return None
 
 
 def provisional_parts(ranges: list[Chunk], started_at: datetime) -> list[Chunk]:
@@ -38,6 +49,6 @@ def latency_report(ranges: list[Chunk], started_at: datetime | None) -> JsonDict
     parts = provisional_parts(ranges, started_at)
     return {
         "assumedHours": AUDIT_LATENCY.total_seconds() / 3600,
-        "provisional": [{"start": iso(p.start), "end": iso(p.end)} for p in parts],
+        "provisional": [p.span_json() for p in parts],
         "settledAfter": iso(max(p.end for p in parts) + AUDIT_LATENCY) if parts else None,
     }

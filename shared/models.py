@@ -92,6 +92,10 @@ class Chunk:
     def to_json(self) -> JsonDict:
         return {"start": iso(self.start), "end": iso(self.end), "depth": self.depth}
 
+    def span_json(self) -> JsonDict:
+        """Only the window, ``{"start", "end"}`` (ranges, expired and provisional windows carry no depth)."""
+        return {"start": iso(self.start), "end": iso(self.end)}
+
     @classmethod
     def from_json(cls, data: JsonDict) -> Chunk:
         return cls(parse_iso(data["start"]), parse_iso(data["end"]), int(data.get("depth", 0)))
