@@ -84,14 +84,15 @@ async def retry_failed(
         )  # fmt: skip
     retry_id = names.retry_collection_id(root, generation + 1)
     leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
-    if leftover is not None:
-        # A concurrent call may have started this retry since our look-up, and its lanes written already: its
-        # instance existed before its first object, so reading it after the listing tells the two apart.
-        raced = await client.get_status(retry_id, False, False, True)
-        raced_payload = json_field(getattr(raced, "input_", None))
-        if runtime_status(raced) is None or not isinstance(raced_payload, dict):
-            return leftover
+    # A concurrent call may have started this retry since our look-up, and its lanes written already: its instance
+    # existed before its first object, so reading it after the listing tells the two apart; reading it just before
+    # the start also keeps the listing out of the window in which two concurrent starts could both be accepted.
+    raced = await client.get_status(retry_id, False, False, True)
+    raced_payload = json_field(getattr(raced, "input_", None))
+    if runtime_status(raced) is not None and isinstance(raced_payload, dict):
         return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
+    if leftover is not None:
+        return leftover
     spec = CollectionSpec(
         collection_id=retry_id,
         tenant_id=parent.tenant_id,

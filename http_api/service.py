@@ -55,11 +55,14 @@ async def start_collection(
     if _runtime_status(existing) is not None:
         return _existing(collection_id, existing, request)
     leftover = reuse.output_exists(sink, request.tenant_id, collection_id)
+    # Objects, then the instance again: a run writes only after its instance exists, so objects of a run a concurrent
+    # POST just started are always seen with that instance (this POST then answers as for it); and reading it just
+    # before the start keeps the listing out of the window in which two concurrent starts could both be accepted.
+    raced = await client.get_status(collection_id, False, False, True)
+    if _runtime_status(raced) is not None:
+        return _existing(collection_id, raced, request)
     if leftover is not None:
-        # Objects, then the instance again: a run writes only after its instance exists, so objects of a run that
-        # a concurrent POST just started are always seen with that instance (this POST then answers as for it).
-        raced = await client.get_status(collection_id, False, False, True)
-        return leftover if _runtime_status(raced) is None else _existing(collection_id, raced, request)
+        return leftover
     spec = _spec_for(request, collection_id, settings)
     try:
         await client.start_new(
