@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from shared import hosting
 from shared.budget_wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.models import SOURCES
@@ -64,9 +65,8 @@ class AuditSettings:
         }
 
 
-PLATFORM_INSTANCE_ID = "WEBSITE_INSTANCE_ID"
-"""Set by Azure (App Service and Functions), never by users: how the app knows it runs there."""
-PLATFORM_SETTINGS = (PLATFORM_INSTANCE_ID,)
+PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
+"""Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +118,15 @@ class Settings:
     budget_poll_seconds: float = 10.0
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
 
-    hosted_on_azure: bool = False
-    """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
+    hosting_plan: str = hosting.LOCAL
+    """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
+    hosting_evidence: str = "none"
+    """The platform variables the plan was told by (for messages)."""
+
+    @property
+    def hosted_on_azure(self) -> bool:
+        """On any Azure plan (Flex, Linux or Windows Consumption, Premium, Dedicated, Container Apps, Kubernetes)."""
+        return self.hosting_plan != hosting.LOCAL
 
     def budget(self, source: str) -> BudgetOptions:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
@@ -209,7 +216,8 @@ class Settings:
             budget_poll_seconds=reader.number(
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
-            hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
+            hosting_plan=hosting.hosting_plan(env),
+            hosting_evidence=hosting.evidence(env),
         )
         _check_consistency(settings)
         return settings
