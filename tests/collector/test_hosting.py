@@ -115,3 +115,13 @@ def test_the_error_names_the_plan_and_what_told_it() -> None:
 def test_an_explicit_folder_is_still_honoured_on_azure(tmp_path: Path) -> None:
     chosen = build_sink(Settings.from_env({**PLATFORMS["flex_consumption"], "OUTPUT_FOLDER": str(tmp_path)}))
     assert type(chosen).__name__ == "LocalFolderSink"
+
+
+def test_the_doctor_run_from_a_checkout_is_local_even_in_a_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collector_local.doctor import app_environment
+
+    monkeypatch.setenv("CONTAINER_NAME", "a-developer-container")
+    monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
+    assert Settings.from_env(app_environment(tmp_path)).hosting_plan == hosting.LOCAL
