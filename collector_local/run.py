@@ -25,6 +25,8 @@ from typing import Any
 
 import requests
 
+from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
+
 REPO = Path(__file__).resolve().parents[1]
 TENANT_ID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 TENANT_DOMAIN = "contoso.onmicrosoft.com"
@@ -98,6 +100,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
 def _app_environment(emu: Any, secret: str, output: Path) -> dict[str, str]:
     """The collector's settings for this run (real environment variables, like app settings on Azure)."""
     return {
+        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
         "AUDIT_CLIENT_ID": CLIENT_ID,
         "AUDIT_CLIENT_SECRET": secret,
         "AUDIT_AUTHORITY_HOST": emu.authority_host,

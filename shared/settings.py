@@ -65,6 +65,11 @@ class AuditSettings:
         }
 
 
+TASK_HUB_SETTING = "TASKHUB_NAME"
+"""host.json's ``hubName`` is ``%TASKHUB_NAME%``: each app (or slot) on one storage account needs its own."""
+DEFAULT_TASK_HUB = "UalCollector"
+"""What every local start sets (local.settings.json.example, run-local, the tests' hosts) and the template's default."""
+
 PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
 """Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting``)."""
 
@@ -74,6 +79,8 @@ class Settings:
     """Every collector setting with its documented default (environment variable names in ``from_env``)."""
 
     audit: AuditSettings = field(default_factory=AuditSettings)
+    task_hub: str = DEFAULT_TASK_HUB
+    """The Durable task hub (``TASKHUB_NAME``, read by the host through host.json; checked here so doctor names it)."""
     default_source: str = "graph"
     output_connection_string: str | None = field(default=None, repr=False)
     output_account_url: str | None = None
@@ -169,6 +176,7 @@ class Settings:
         )
         settings = cls(
             audit=audit,
+            task_hub=reader.task_hub(TASK_HUB_SETTING, d.task_hub),
             default_source=reader.choice("COLLECTOR_DEFAULT_SOURCE", d.default_source, SOURCES),
             output_connection_string=reader.optional("OUTPUT_STORAGE_CONNECTION"),
             output_account_url=reader.optional("OUTPUT_STORAGE_ACCOUNT_URL"),
@@ -293,6 +301,13 @@ class _Reader:
         ok = 3 <= len(value) <= 63 and value.replace("-", "").isalnum() and value == value.lower()
         if not ok or value.startswith("-") or "--" in value:
             raise ConfigError(name, "must be a valid blob container name (3-63 lowercase letters, digits, '-')")
+        return value
+
+    def task_hub(self, name: str, default: str) -> str:
+        """The Azure Storage provider's rule for task hub names."""
+        value = self.text(name, default)
+        if not (3 <= len(value) <= 45 and value.isascii() and value.isalnum() and value[0].isalpha()):
+            raise ConfigError(name, "must be 3-45 letters and digits starting with a letter (a task hub name)")
         return value
 
     def number(self, name: str, default: _T, kind: Callable[[str], _T], low: float, high: float) -> _T:
