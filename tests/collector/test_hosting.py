@@ -125,3 +125,8 @@ def test_the_doctor_run_from_a_checkout_is_local_even_in_a_container(
     monkeypatch.setenv("CONTAINER_NAME", "a-developer-container")
     monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
     assert Settings.from_env(app_environment(tmp_path)).hosting_plan == hosting.LOCAL
+
+
+def test_the_deploy_doc_names_every_platform_variable_the_app_reads() -> None:
+    deploy = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert [name for name in hosting.PLATFORM_SETTINGS if f"`{name}" not in deploy] == []
