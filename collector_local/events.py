@@ -22,31 +22,6 @@ from shared.log_fields import parse_event
 
 APP_LOGGERS = ("orchestrators", "activities", "http_api", "shared")
 
-KQL_PREFIX = """traces
-| where message contains " ual={"
-| extend e = parse_json(extract(@" ual=(\\{.*\\})$", 1, message))"""
-KQL = {
-    "failed": KQL_PREFIX
-    + """
-| where e.event == "chunk.ended" and e.outcome == "failed" and e.collectionId == "<collection id>"
-| project timestamp, chunkStart = tostring(e.chunkStart), chunkEnd = tostring(e.chunkEnd),
-    errorKind = tostring(e.errorKind), attempts = toint(e.attempts), error = tostring(e.error)
-| order by chunkStart asc""",
-    "throttling": KQL_PREFIX
-    + """
-| where e.event == "api.throttled"
-| summarize throttled = count() by tenantId = tostring(e.tenantId), api = tostring(e.api), bin(timestamp, 5m)
-| order by timestamp asc
-| render timechart""",
-    "slowest": KQL_PREFIX
-    + """
-| where e.event == "chunk.ended" and e.outcome == "done"
-| project timestamp, collectionId = tostring(e.collectionId), chunkStart = tostring(e.chunkStart),
-    chunkEnd = tostring(e.chunkEnd), seconds = todouble(e.seconds), records = toint(e.records)
-| top 10 by seconds desc""",
-}
-"""The queries of docs/operations.md (a test holds the document to these)."""
-
 
 class EventFile(logging.Handler):
     """Writes every structured event of the app's loggers to a JSON-lines file, with the record's time."""
@@ -102,9 +77,9 @@ def throttling(events: list[dict[str, Any]], bin_minutes: int = 5) -> list[dict[
         if e["event"] == "api.throttled":
             moment = datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00"))
             start = moment.replace(minute=moment.minute - moment.minute % bin_minutes, second=0, microsecond=0)
-            counts[(str(e.get("tenantId")), str(e.get("api")), start.isoformat().replace("+00:00", "Z"))] += 1
-    rows = [{"tenantId": t, "api": a, "timestamp": s, "throttled": n} for (t, a, s), n in counts.items()]
-    return sorted(rows, key=lambda row: (row["timestamp"], row["tenantId"], row["api"]))
+            counts[(str(e.get("tenantId")), str(e.get("source")), start.isoformat().replace("+00:00", "Z"))] += 1
+    rows = [{"tenantId": t, "source": a, "timestamp": s, "throttled": n} for (t, a, s), n in counts.items()]
+    return sorted(rows, key=lambda row: (row["timestamp"], row["tenantId"], row["source"]))
 
 
 def slowest_chunks(events: list[dict[str, Any]], top: int = 10) -> list[dict[str, Any]]:

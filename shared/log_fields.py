@@ -76,3 +76,30 @@ def parse_event(message: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return fields if isinstance(fields, dict) and "event" in fields else None
+
+
+KQL_PREFIX = """traces
+| where message contains " ual={"
+| extend e = parse_json(extract(@" ual=(\\{.*\\})$", 1, message))"""
+KQL = {
+    "failed": KQL_PREFIX
+    + """
+| where e.event == "chunk.ended" and e.outcome == "failed" and e.collectionId == "<collection id>"
+| project timestamp, chunkStart = tostring(e.chunkStart), chunkEnd = tostring(e.chunkEnd),
+    errorKind = tostring(e.errorKind), attempts = toint(e.attempts), error = tostring(e.error)
+| order by chunkStart asc""",
+    "throttling": KQL_PREFIX
+    + """
+| where e.event == "api.throttled"
+| summarize throttled = count() by tenantId = tostring(e.tenantId), source = tostring(e.source), bin(timestamp, 5m)
+| order by timestamp asc
+| render timechart""",
+    "slowest": KQL_PREFIX
+    + """
+| where e.event == "chunk.ended" and e.outcome == "done"
+| project timestamp, collectionId = tostring(e.collectionId), chunkStart = tostring(e.chunkStart),
+    chunkEnd = tostring(e.chunkEnd), seconds = todouble(e.seconds), records = toint(e.records)
+| top 10 by seconds desc""",
+}
+"""docs/operations.md's queries over these events in Application Insights (the live page shows them for its
+collection; a test holds the document to them). ``<collection id>`` is replaced by the page."""

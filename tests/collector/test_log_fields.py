@@ -56,3 +56,19 @@ def test_an_unknown_event_or_field_is_refused() -> None:
     with pytest.raises(ValueError):
         log_event(logging.getLogger("test"), logging.INFO, "chunk.ended", "x", colour="red")
     assert json.dumps(sorted(EVENTS))  # names are plain strings
+
+
+def test_the_operations_doc_holds_the_queries_and_queries_only_fields_the_events_carry() -> None:
+    import re
+    from pathlib import Path
+
+    from shared.log_fields import CONTEXT_FIELDS, KQL
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    for name, query in KQL.items():
+        assert f"```kusto\n{query}\n```" in doc, name
+    known = {"event", *CONTEXT_FIELDS, *(field for fields in EVENTS.values() for field in fields)}
+    used = set(re.findall(r"\be\.([A-Za-z]+)", doc + "\n".join(KQL.values())))
+    assert used and sorted(used - known) == []
+    events = set(re.findall(r'e\.event == "([a-z.]+)"', doc))
+    assert events <= set(EVENTS) and all(f"`{event}`" in doc for event in EVENTS)
