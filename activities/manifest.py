@@ -17,6 +17,7 @@ import json
 from datetime import datetime
 
 from shared import names
+from shared.fixes import with_fix
 from shared.latency import latency_report, provisional_parts, started_at_of
 from shared.models import Chunk, ChunkSummary, JsonDict, parse_iso
 from shared.records import quarantine_key
@@ -151,7 +152,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "filters": payload.get("filters") or {},
         "ranges": [c.span_json() for c in range_chunks],
         "status": payload.get("status"),
-        "reason": payload.get("reason"),
+        "reason": with_fix(payload["reason"]) if isinstance(payload.get("reason"), dict) else payload.get("reason"),
         "timings": {"startedAt": payload.get("startedAt"), "finishedAt": payload.get("finishedAt")},
         "totals": totals,
         "gaps": gaps,
