@@ -17,6 +17,7 @@ from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
 from shared import names
+from shared.fixes import with_fix
 from shared.latency import latency_report, started_at_of
 from shared.models import JsonDict
 from shared.planning import ChunkPlan
@@ -126,7 +127,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         source = progress
     if output:
         failures = [
-            live.with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],
+            with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],
                            "reason": f["message"], "attempts": f.get("attempts")})
             for f in output.get("failures", [])
         ]  # fmt: skip
@@ -146,7 +147,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "queries": source.get("queries"),
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
         "failures": failures,
-        "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,
+        "reason": with_fix(reason) if isinstance(reason, dict) else reason,
         "stopping": progress.get("stopping") if not output else None,
         "budget": source.get("budget"),
         "manifest": output.get("manifest"),
