@@ -17,9 +17,10 @@ import json
 from datetime import datetime
 
 from shared import names
+from shared.audit.filter_check import FilterCheck, describe
 from shared.fixes import with_fix
 from shared.latency import latency_report, provisional_parts, started_at_of
-from shared.models import Chunk, ChunkSummary, JsonDict, parse_iso
+from shared.models import Chunk, ChunkSummary, JsonDict, filters_from_json, parse_iso
 from shared.records import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
 
@@ -113,6 +114,15 @@ def _queries(payload: JsonDict) -> JsonDict | None:
     return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
 
 
+def _filter_check(payload: JsonDict) -> JsonDict | None:
+    """Which filters each returned record was checked against (Graph; trimmed ones are ``filteredOut``) and which
+    were trusted to the service; None for Exchange, whose records are not checked."""
+    if payload.get("source") != "graph":
+        return None
+    filters = filters_from_json(payload.get("filters"))
+    return describe(FilterCheck.of(filters), filters)
+
+
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
@@ -136,6 +146,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "chunks": len(summaries),
         "records": sum(s.records for s in summaries),
         "trimmed": sum(s.trimmed for s in summaries),
+        "filteredOut": sum(s.filtered_out for s in summaries),
         "duplicates": sum(s.duplicates for s in summaries),
         "malformed": sum(s.malformed - s.untimed for s in summaries) + untimed,
         "untimed": untimed,
@@ -150,6 +161,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "parentCollectionId": payload.get("parentCollectionId"),
         "source": payload.get("source"),
         "filters": payload.get("filters") or {},
+        "filterCheck": _filter_check(payload),
         "ranges": [c.span_json() for c in range_chunks],
         "status": payload.get("status"),
         "reason": with_fix(payload["reason"]) if isinstance(payload.get("reason"), dict) else payload.get("reason"),

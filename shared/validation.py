@@ -27,6 +27,7 @@ _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4
 _DOMAIN = re.compile(r"^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _RECORD_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _OPERATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_SERVICE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _USER_ID = re.compile(r"^[A-Za-z0-9._%+'@-]{1,256}$")
 # Characters no request string may hold: controls (Cc: C0, DEL, C1 such as U+0085), format characters (Cf: bidi
 # overrides such as U+202E, zero-width spaces, BOM), line and paragraph separators (Zl U+2028, Zp U+2029), and lone
@@ -52,6 +53,7 @@ _FILTER_FIELDS = {
     "ipAddresses": "ip_addresses",
     "objectIds": "object_ids",
     "keyword": "keyword",
+    "service": "service",
 }
 
 
@@ -170,6 +172,13 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
     filters = _filters(body.get("filters"), settings)
     if source == "exchange" and len(filters.record_types) > 1:
         raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
+    if source == "exchange" and filters.service:
+        raise InvalidRequest(
+            "filters.service",
+            "graph_only",
+            "filters.service is a filter of the graph source only (Search-"
+            "UnifiedAuditLog has no service parameter; use filters.recordTypes)",
+        )
 
     collection_id = body.get("collectionId")
     if collection_id is not None and (not isinstance(collection_id, str) or not is_safe_id(collection_id)):
@@ -328,6 +337,9 @@ def _filters(value: Any, settings: Settings) -> AuditFilters:
         if key == "keyword":
             out["keyword"] = _keyword(item)
             continue
+        if key == "service":
+            out["service"] = _service(item)
+            continue
         if not isinstance(item, list) or not all(isinstance(v, str) for v in item):
             raise InvalidRequest(field, "type", f"{field} must be a list of strings")
         if len(item) > settings.max_filter_values:
@@ -344,6 +356,20 @@ def _keyword(item: Any) -> str | None:
     if len(item) > 256:
         raise InvalidRequest("filters.keyword", "length", "filters.keyword accepts at most 256 characters")
     return item.strip() or None
+
+
+def _service(item: Any) -> str | None:
+    """One workload, as audit records name it in ``service`` (``Exchange``, ``SharePoint``, ``OneDrive``, ...)."""
+    if item is None:
+        return None
+    if not isinstance(item, str):
+        raise InvalidRequest("filters.service", "type", "filters.service must be a string (one service)")
+    text = item.strip()
+    if text and not _SERVICE.fullmatch(text):
+        raise InvalidRequest(
+            "filters.service", "characters", "filters.service must be a service name such as Exchange or SharePoint"
+        )
+    return text or None
 
 
 def _filter_value(key: str, field: str, value: str) -> str:
