@@ -22,6 +22,7 @@ from shared.planning import chunk_count, smallest_interval_minutes
 from shared.settings import Settings
 
 DEFAULT_INTERVAL_MINUTES = 60
+"""Chunk length of an Exchange request that names none (Graph: ``Settings.graph_default_interval_minutes``)."""
 
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _DOMAIN = re.compile(r"^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
@@ -82,6 +83,8 @@ class CollectionRequest:
     collection_id: str | None
     chunk_count: int
     high_completeness: bool = False
+    interval_defaulted: bool = False
+    """The request named no ``intervalMinutes`` (the plan says so; not part of the stored request)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -131,13 +134,22 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest("endDate", "order", "endDate must be after startDate")
     if end > now:
         raise InvalidRequest("endDate", "future", "endDate must not be in the future")
-    oldest = now - timedelta(days=settings.retention_days)
+    oldest = now - timedelta(days=settings.max_lookback_days)
     if start < oldest:
         raise InvalidRequest(
-            "startDate", "retention", f"startDate is older than the {settings.retention_days}-day retention"
+            "startDate",
+            "retention",
+            f"startDate is older than {settings.max_lookback_days} days (COLLECTOR_MAX_LOOKBACK_DAYS): no tenant keeps "
+            "audit records that long (Audit Premium's longest retention is 10 years)",
         )
 
-    interval = _whole_number(body, "intervalMinutes", DEFAULT_INTERVAL_MINUTES)
+    source = body.get("source", settings.default_source)
+    if not isinstance(source, str) or source.lower() not in SOURCES:
+        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
+    source = source.lower()
+
+    defaulted = "intervalMinutes" not in body
+    interval = _whole_number(body, "intervalMinutes", default_interval_minutes(source, settings))
     if not settings.min_interval_minutes <= interval <= settings.max_interval_minutes:
         raise InvalidRequest(
             "intervalMinutes",
@@ -161,11 +173,6 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest(
             "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
         )
-
-    source = body.get("source", settings.default_source)
-    if not isinstance(source, str) or source.lower() not in SOURCES:
-        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
-    source = source.lower()
 
     _exchange_tenant(tenant_id, source)
     high_completeness = _high_completeness(body.get("highCompleteness", False), source)
@@ -207,8 +214,26 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "collide in the Durable Task Framework",
         )
     return CollectionRequest(
-        tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness
+        tenant_id,
+        start,
+        end,
+        interval,
+        concurrency,
+        source,
+        filters,
+        collection_id,
+        count,
+        high_completeness,
+        defaulted,
     )
+
+
+def default_interval_minutes(source: str, settings: Settings) -> int:
+    """The chunk length of a request that names none: a day per Graph query (``COLLECTOR_GRAPH_DEFAULT_INTERVAL_
+    MINUTES``; a query holds up to 1,000,000 records and a tenant accepts a few hundred a day), an hour for Exchange
+    (a call returns at most 5,000 rows); within the configured bounds."""
+    wanted = settings.graph_default_interval_minutes if source == "graph" else DEFAULT_INTERVAL_MINUTES
+    return min(max(wanted, settings.min_interval_minutes), settings.max_interval_minutes)
 
 
 def _exchange_tenant(tenant_id: str, source: str) -> None:
