@@ -98,7 +98,7 @@ AUDITING_FIX = (
     "activity', or in Exchange Online PowerShell run Set-AdminAuditLogConfig -UnifiedAuditLogIngestionEnabled $true "
     "(needs the Exchange 'Audit Logs' role; a tenant that was never customized may need "
     "Enable-OrganizationCustomization first). The change can take up to 60 minutes to reach audit searches; records "
-    "from before it were never recorded. Then retry the failed chunks."
+    "from before it were never recorded."
 )
 """What to do about :class:`AuditingDisabledError` (learn.microsoft.com/purview/audit-log-enable-disable)."""
 

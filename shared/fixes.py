@@ -11,7 +11,7 @@ FIXES = {
     "message names the setting), then retry the failed chunks.",
     "permission": "Grant the app AuditLogsQuery.Read.All (Graph) or Exchange.ManageAsApp and an audit role "
     "(Exchange) with admin consent, then retry the failed chunks.",
-    "auditing_disabled": AUDITING_FIX,
+    "auditing_disabled": AUDITING_FIX + " Then retry the failed chunks (they include those never started).",
     "config": "A setting is missing or invalid (the message names it); fix it, then retry the failed chunks.",
     "transient": "The audit service kept throttling or failing: lower maxConcurrency or retry the failed chunks later.",
     "query_failed": "The audit service ended the query: retry the failed chunks.",
