@@ -14,6 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from activities.chunk_writer import write_chunk
 from shared import chunk_rules, names
+from shared.audit.filter_check import FilterCheck
 from shared.audit.ports import (
     AuditQueryApi,
     AuditSearchApi,
@@ -90,7 +91,8 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
 
     One activity instead of a status check followed by an export saves the orchestration a step per chunk. The
     decision (``shared.chunk_rules.graph_outcome``) reads the query's status and the payload's ``allowIncomplete``
-    (the window cannot be split any further) and ``maxRecords``.
+    (the window cannot be split any further) and ``maxRecords``. Records the request's filters exclude are trimmed
+    and counted (``shared.audit.filter_check``): the service's own filtering is not trusted.
     """
     chunk = Chunk.from_json(payload["chunk"])
 
@@ -120,6 +122,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             pages=api.iter_record_pages(query_id),
             attempt=int(payload.get("attempt", 1)),
             incomplete=outcome == chunk_rules.EXPORT_INCOMPLETE,
+            check=FilterCheck.of(filters_from_json(payload.get("filters"))),
         )
         return ActivityResult.success({**checked, "summary": summary.to_json()})
 

@@ -17,9 +17,12 @@ import json
 from datetime import datetime
 
 from shared import names
+from shared.audit.filter_check import FilterCheck, describe
+from shared.fixes import with_fix
 from shared.latency import latency_report, provisional_parts, started_at_of
-from shared.models import Chunk, ChunkSummary, JsonDict, parse_iso
+from shared.models import Chunk, ChunkSummary, JsonDict, filters_from_json, parse_iso
 from shared.records import quarantine_key
+from shared.retention import possibly_partial, retention_report
 from shared.sinks.base import ChunkSink, write_bytes
 
 _SUMMARY_SUFFIX = ".summary.json"
@@ -112,6 +115,22 @@ def _queries(payload: JsonDict) -> JsonDict | None:
     return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
 
 
+def _moment(value: object) -> datetime | None:
+    try:
+        return parse_iso(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _filter_check(payload: JsonDict) -> JsonDict | None:
+    """Which filters each returned record was checked against (Graph; trimmed ones are ``filteredOut``) and which
+    were trusted to the service; None for Exchange, whose records are not checked."""
+    if payload.get("source") != "graph":
+        return None
+    filters = filters_from_json(payload.get("filters"))
+    return describe(FilterCheck.of(filters), filters)
+
+
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
@@ -131,10 +150,16 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     started_at = started_at_of(payload)
     late = provisional_parts(range_chunks, started_at) if started_at else []
     provisional = {s.blob for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in late)}
+    # Every query ran before the collection finished: the guaranteed retention is judged at that latest moment.
+    finished_at = _moment(payload.get("finishedAt")) or started_at
+    retention_days = int(payload.get("retentionDays") or 0)
+    old = possibly_partial(range_chunks, finished_at, retention_days) if finished_at else []
+    partial = {s.blob for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in old)}
     totals = {
         "chunks": len(summaries),
         "records": sum(s.records for s in summaries),
         "trimmed": sum(s.trimmed for s in summaries),
+        "filteredOut": sum(s.filtered_out for s in summaries),
         "duplicates": sum(s.duplicates for s in summaries),
         "malformed": sum(s.malformed - s.untimed for s in summaries) + untimed,
         "untimed": untimed,
@@ -142,6 +167,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "incompleteChunks": sum(1 for s in summaries if s.incomplete),
         "failedChunks": len(failures),
         "provisionalChunks": len(provisional),
+        "possiblyPartialChunks": len(partial),
     }
     manifest = {
         "collectionId": collection,
@@ -149,19 +175,22 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "parentCollectionId": payload.get("parentCollectionId"),
         "source": payload.get("source"),
         "filters": payload.get("filters") or {},
+        "filterCheck": _filter_check(payload),
         "ranges": [c.span_json() for c in range_chunks],
         "status": payload.get("status"),
-        "reason": payload.get("reason"),
+        "reason": with_fix(payload["reason"]) if isinstance(payload.get("reason"), dict) else payload.get("reason"),
         "timings": {"startedAt": payload.get("startedAt"), "finishedAt": payload.get("finishedAt")},
         "totals": totals,
         "gaps": gaps,
         "latency": latency_report(range_chunks, started_at),
+        "retention": retention_report(range_chunks, finished_at, retention_days),
         "chunks": [
             {
                 **s.to_json(),
                 "splits": s.chunk.depth,
                 "location": sink.location(s.blob),
                 "provisional": s.blob in provisional,
+                "possiblyPartial": s.blob in partial,
             }
             for s in summaries
         ],

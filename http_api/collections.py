@@ -85,7 +85,5 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await retry_chain.retry_failed(
-        client, collection_id, datetime.now(UTC), sink, retention_days=settings.retention_days
-    )
+    result = await retry_chain.retry_failed(client, collection_id, datetime.now(UTC), sink, settings=settings)
     return _respond(req, client, result)

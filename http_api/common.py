@@ -50,5 +50,11 @@ def json_field(value: Any) -> Any:
     return value
 
 
-def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime) -> JsonDict:
-    return {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+def orchestration_input(
+    spec: CollectionSpec, request: JsonDict, now: datetime, plan: JsonDict | None = None
+) -> JsonDict:
+    """The collection's orchestration input; ``plan`` (``shared.plan_report``) is kept for its summary."""
+    payload: JsonDict = {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+    if plan is not None:
+        payload["plan"] = plan
+    return payload

@@ -21,6 +21,8 @@ from http_api import reuse
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
 from shared import names
 from shared.models import Chunk, JsonDict
+from shared.plan_report import plan_report
+from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.window import CollectionSpec
 
@@ -28,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 
 async def retry_failed(
-    client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink, *, retention_days: int
+    client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink, *, settings: Settings
 ) -> ApiResponse:
     """Retry what is still failed in the retry chain of a finished collection; idempotent.
 
@@ -39,6 +41,10 @@ async def retry_failed(
     remains: a retry that *finishes* between another call's check of its id and that call's start would be started
     again (same windows, same object names, so the output stays exact; only the audit API work repeats). A retry
     keeps its parent's options. The next link's output prefix must be empty (it has no instance yet).
+
+    Windows older than ``COLLECTOR_MAX_LOOKBACK_DAYS`` are left out as expired, exactly what a start refuses; younger
+    ones are retried even past the guaranteed retention (flagged possibly partial in the retry's manifest, as they
+    were in the root's), so a collection an E5 tenant could start can also be retried.
     """
     status = await client.get_status(collection_id, False, False, True)
     runtime = runtime_status(status)
@@ -74,13 +80,14 @@ async def retry_failed(
         if not isinstance(tip.output, dict):
             detail = f" ({tip.id} ended {tip.runtime}, but every window of it has a chunk summary)"
         return error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
-    chunks, expired = split_at_retention(chunks, now - timedelta(days=retention_days))
+    lookback = settings.max_lookback_days
+    chunks, expired = split_at_retention(chunks, now - timedelta(days=lookback))
     if not chunks:
         windows = ", ".join(c.label() for c in expired)
         return error(
             400, "id", "retention",
-            f"nothing left to retry: {windows} ended before the audit log's retention ({retention_days} days, "
-            "COLLECTOR_RETENTION_DAYS); the service no longer holds those records",
+            f"nothing left to retry: {windows} ended more than {lookback} days ago (COLLECTOR_MAX_LOOKBACK_DAYS); "
+            "no tenant keeps audit records that long",
         )  # fmt: skip
     retry_id = names.retry_collection_id(root, generation + 1)
     leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
@@ -115,8 +122,9 @@ async def retry_failed(
         # windows every link left out as expired. A link started before these were carried passes none on.
         **_chain_facts(parent, tip_request, expired_json),
     }
+    plan = plan_report(source=spec.source, chunks=len(chunks), settings=settings, now=now, ranges=list(chunks))
     try:
-        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
+        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan))
     except Exception:
         # A concurrent call started this retry between our look-up and our start: answer with it.
         raced = await client.get_status(retry_id, False, False, True)
@@ -131,6 +139,7 @@ async def retry_failed(
         "chunks": len(chunks),
         "existing": False,
         "expired": expired_json,
+        "plan": plan,
     }
     return ApiResponse(202, body, retry_id)
 

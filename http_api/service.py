@@ -17,11 +17,14 @@ from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
 from shared import names
+from shared.fixes import with_fix
 from shared.latency import latency_report, started_at_of
 from shared.log_fields import log_event
 from shared.models import JsonDict
+from shared.plan_report import plan_report
 from shared.planning import ChunkPlan
 from shared.request_json import parse_request_json
+from shared.retention import retention_report
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.validation import CollectionRequest, InvalidRequest, validate_collection_request
@@ -65,9 +68,18 @@ async def start_collection(
     if leftover is not None:
         return leftover
     spec = _spec_for(request, collection_id, settings)
+    plan = plan_report(
+        source=request.source,
+        chunks=request.chunk_count,
+        settings=settings,
+        now=now,
+        ranges=spec.ranges,
+        interval_minutes=request.interval_minutes,
+        interval_defaulted=request.interval_defaulted,
+    )
     try:
         await client.start_new(
-            names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now)
+            names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now, plan)
         )
     except Exception:
         # A concurrent POST with the same id won the race between our status check and this start. host.json sets
@@ -88,7 +100,7 @@ async def start_collection(
         chunks=request.chunk_count,
         concurrency=request.max_concurrency,
     )
-    body_out = {"collectionId": collection_id, "existing": False, "chunks": request.chunk_count}
+    body_out = {"collectionId": collection_id, "existing": False, "chunks": request.chunk_count, "plan": plan}
     return ApiResponse(202, body_out, collection_id)
 
 
@@ -137,7 +149,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         source = progress
     if output:
         failures = [
-            live.with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],
+            with_fix({"window": f"{f['chunk']['start']}/{f['chunk']['end']}", "kind": f["kind"],
                            "reason": f["message"], "attempts": f.get("attempts")})
             for f in output.get("failures", [])
         ]  # fmt: skip
@@ -157,12 +169,14 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "queries": source.get("queries"),
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
         "failures": failures,
-        "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,
+        "reason": with_fix(reason) if isinstance(reason, dict) else reason,
         "stopping": progress.get("stopping") if not output else None,
         "budget": source.get("budget"),
         "manifest": output.get("manifest"),
         "chain": output.get("chain"),  # a finished retry link: its chain's headline (the manifest proves it)
         "latency": _latency(spec, payload),
+        "plan": payload.get("plan") if isinstance(payload, dict) else None,
+        "retention": _retention(spec, payload, status),
         "expired": _expired(payload),
         "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,
         "parentCollectionId": output.get("parentCollectionId") or (spec.parent_collection_id if spec else None),
@@ -179,6 +193,20 @@ def _expired(payload: Any) -> list[JsonDict]:
     request = payload.get("request") if isinstance(payload, dict) else None
     found = request.get("expired") if isinstance(request, dict) else None
     return found if isinstance(found, list) else []
+
+
+def _retention(spec: CollectionSpec | None, payload: Any, status: Any) -> JsonDict | None:
+    """Which windows may be partial because they are older than the tenant's guaranteed retention
+    (``shared.retention``), as of the latest moment a query of the collection may have run so far: its status's
+    last update (or its start). The manifest says it as of the collection's end."""
+    started_at = started_at_of(payload)
+    if spec is None or started_at is None:
+        return None
+    moment = started_at
+    updated = getattr(status, "last_updated_time", None)
+    if isinstance(updated, datetime) and updated.tzinfo is not None:
+        moment = max(moment, updated)
+    return retention_report(spec.ranges, moment, spec.options.retention_days)
 
 
 def _latency(spec: CollectionSpec | None, payload: Any) -> JsonDict | None:

@@ -226,7 +226,7 @@ class Emulator:
             return self._fault_reply(fault.status, fault.retry_after, fault.kind, key, request)
         if api == "exchange":
             return self.exchange.handle(request, tenant_id)
-        return self.graph.handle(request, tenant_id, parts)
+        return self.graph.handle(request, tenant_id, parts, claims.roles)
 
     def _fault_reply(
         self, status: int, retry_after: int | None, kind: str, key: tuple[str, str], request: Request

@@ -159,6 +159,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             "queries": provisional["queries"],
             "deleteQueries": spec.options.delete_queries,
             "highCompleteness": spec.options.high_completeness,
+            "retentionDays": spec.options.retention_days,
             "startedAt": payload.get("startedAt"),
             "finishedAt": iso(context.current_utc_datetime),
             # A retry link's request carries its chain (root, generation, the root's ranges, expired windows):

@@ -43,6 +43,8 @@ def filters_to_json(filters: AuditFilters) -> JsonDict:
     out: JsonDict = {key: list(getattr(filters, key)) for key in _FILTER_KEYS if getattr(filters, key)}
     if filters.keyword:
         out["keyword"] = filters.keyword
+    if filters.service:
+        out["service"] = filters.service
     return out
 
 
@@ -53,6 +55,7 @@ def filters_from_json(data: JsonDict | None) -> AuditFilters:
         return tuple(str(v) for v in data.get(key, ()))
 
     keyword = data.get("keyword")
+    service = data.get("service")
     return AuditFilters(
         record_types=values("record_types"),
         operations=values("operations"),
@@ -60,6 +63,7 @@ def filters_from_json(data: JsonDict | None) -> AuditFilters:
         ip_addresses=values("ip_addresses"),
         object_ids=values("object_ids"),
         keyword=str(keyword) if keyword else None,
+        service=str(service) if service else None,
     )
 
 
@@ -161,6 +165,8 @@ class ChunkSummary:
     attempts: int = 1
     untimed: int = 0
     """Of ``malformed``: records whose time could not be read (the manifest counts them once per collection)."""
+    filtered_out: int = 0
+    """Records inside the window that the request's filters exclude, trimmed (``shared.audit.filter_check``)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -176,6 +182,7 @@ class ChunkSummary:
             "quarantineBlob": self.quarantine_blob,
             "attempts": self.attempts,
             "untimed": self.untimed,
+            "filteredOut": self.filtered_out,
         }
 
     @classmethod
@@ -193,6 +200,7 @@ class ChunkSummary:
             quarantine_blob=data.get("quarantineBlob"),
             attempts=int(data.get("attempts", 1)),
             untimed=int(data.get("untimed", 0)),
+            filtered_out=int(data.get("filteredOut", 0)),
         )
 
 

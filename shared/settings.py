@@ -92,6 +92,19 @@ class Settings:
     min_interval_minutes: int = 1
     max_interval_minutes: int = 7 * 24 * 60
     retention_days: int = 180
+    """How long the tenant is sure to keep every audit record (Audit Standard: 180 days). Windows older than this
+    when they are collected are flagged possibly partial (``shared.retention``); set it to what the tenant's
+    retention policies guarantee for all records."""
+    max_lookback_days: int = 3650
+    """Oldest ``startDate`` accepted (and the oldest window ``retry-failed`` retries): 10 years, the longest audit
+    retention Microsoft sells (the Audit Premium 10-year add-on). What lies between ``retention_days`` and this
+    depends on licences and policies the collector cannot see: collected and flagged, never refused."""
+    graph_default_interval_minutes: int = 1440
+    """Chunk length of a Graph collection whose request names no ``intervalMinutes``: a day per query (a query holds
+    up to 1,000,000 records, so a month is 30 queries, not 720)."""
+    graph_daily_queries: int = 200
+    """Graph audit query submissions a tenant is assumed to accept per day ("at least 200", community-quoted, not
+    documented): a plan that submits more is answered with a warning."""
     min_split_seconds: int = 60
     poll_interval_seconds: float = 30.0
     """First status check of a Graph query before the collection has learned how long its queries run."""
@@ -192,6 +205,13 @@ class Settings:
                 "COLLECTOR_MAX_INTERVAL_MINUTES", d.max_interval_minutes, int, 1, 525_600
             ),
             retention_days=reader.number("COLLECTOR_RETENTION_DAYS", d.retention_days, int, 1, 3650),
+            max_lookback_days=reader.number("COLLECTOR_MAX_LOOKBACK_DAYS", d.max_lookback_days, int, 1, 3650),
+            graph_default_interval_minutes=reader.number(
+                "COLLECTOR_GRAPH_DEFAULT_INTERVAL_MINUTES", d.graph_default_interval_minutes, int, 1, 525_600
+            ),
+            graph_daily_queries=reader.number(
+                "COLLECTOR_GRAPH_DAILY_QUERIES", d.graph_daily_queries, int, 1, 1_000_000
+            ),
             min_split_seconds=reader.number("COLLECTOR_MIN_SPLIT_SECONDS", d.min_split_seconds, int, 1, 86_400),
             poll_interval_seconds=reader.number(
                 "COLLECTOR_POLL_INTERVAL_SECONDS", d.poll_interval_seconds, float, 0, 3600
@@ -248,6 +268,8 @@ def _check_consistency(s: Settings) -> None:
     _check_credential(s.audit)
     if s.default_concurrency > s.max_concurrency:
         raise ConfigError("COLLECTOR_DEFAULT_CONCURRENCY", "must not exceed COLLECTOR_MAX_CONCURRENCY")
+    if s.retention_days > s.max_lookback_days:
+        raise ConfigError("COLLECTOR_RETENTION_DAYS", "must not exceed COLLECTOR_MAX_LOOKBACK_DAYS")
     if s.min_interval_minutes > s.max_interval_minutes:
         raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
     if s.budget_poll_seconds >= s.budget_lease_seconds:

@@ -125,11 +125,7 @@ WITH_FAILURE = {"status": "CompletedWithFailures", "failures": [FAILED], "remain
 
 
 def retry(client: FakeClient, collection_id: str, sink: ChunkSink | None = None) -> service.ApiResponse:
-    return call(
-        retry_chain.retry_failed(
-            client, collection_id, NOW, sink or MemorySink(), retention_days=Settings().retention_days
-        )
-    )
+    return call(retry_chain.retry_failed(client, collection_id, NOW, sink or MemorySink(), settings=Settings()))
 
 
 def finish(client: FakeClient, instance_id: str, output: Any) -> None:
@@ -325,7 +321,8 @@ def test_a_body_just_inside_the_depth_limit_reaches_field_validation() -> None:
     )
 
 
-DAYS = Settings().retention_days
+DAYS = 180
+LOOKBACK = Settings(max_lookback_days=DAYS)
 
 
 def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_empty() -> None:
@@ -336,12 +333,12 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     finish(client, "old-1", WITH_FAILURE)  # the failed window: 2024-11-17 14:00-18:00
     later = datetime(2024, 11, 17, 16, tzinfo=UTC) + timedelta(days=DAYS)  # the cut-off is now 2024-11-17 16:00
     all_gone = call(
-        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=4), MemorySink(), retention_days=DAYS)
+        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=4), MemorySink(), settings=LOOKBACK)
     )
     assert all_gone.status == 400, all_gone.body
     assert (all_gone.body["error"]["field"], all_gone.body["error"]["rule"]) == ("id", "retention")
     assert "2024-11-17T14:00:00Z" in all_gone.body["error"]["message"] and len(client.started) == 1
-    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), retention_days=DAYS))
+    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), settings=LOOKBACK))
     assert partly.status == 202, partly.body
     _, _, payload = client.started[-1]
     assert payload["spec"]["explicit"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
@@ -353,7 +350,7 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     finish(client, "old-1-retry-1", {**WITH_FAILURE, "failures": [
         {**FAILED, "chunk": {"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z"}}]})  # fmt: skip
     later_still = call(
-        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=1), MemorySink(), retention_days=DAYS)
+        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=1), MemorySink(), settings=LOOKBACK)
     )
     assert later_still.status == 202, later_still.body
     request = client.started[-1][2]["request"]
