@@ -11,6 +11,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import retry_chain, service, view
+from http_api.tenants import resolver_for
 from shared import names
 from shared.errors import ConfigError
 from shared.settings import Settings
@@ -54,7 +55,9 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
+    result = await service.start_collection(
+        client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink, resolve=resolver_for(settings)
+    )
     return _respond(req, client, result)
 
 
@@ -86,6 +89,11 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
     except ConfigError as exc:
         return _config_error(exc)
     result = await retry_chain.retry_failed(
-        client, collection_id, datetime.now(UTC), sink, retention_days=settings.retention_days
+        client,
+        collection_id,
+        datetime.now(UTC),
+        sink,
+        retention_days=settings.retention_days,
+        resolve=resolver_for(settings),
     )
     return _respond(req, client, result)

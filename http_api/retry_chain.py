@@ -19,6 +19,7 @@ from activities.chain_manifest import union_windows
 from activities.manifest import coverage_gaps
 from http_api import reuse
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
+from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.models import Chunk, JsonDict
 from shared.sinks.base import ChunkSink
@@ -28,7 +29,13 @@ logger = logging.getLogger(__name__)
 
 
 async def retry_failed(
-    client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink, *, retention_days: int
+    client: DurableClient,
+    collection_id: str,
+    now: datetime,
+    sink: ChunkSink,
+    *,
+    retention_days: int,
+    resolve: TenantResolver,
 ) -> ApiResponse:
     """Retry what is still failed in the retry chain of a finished collection; idempotent.
 
@@ -38,7 +45,8 @@ async def retry_failed(
     ``overridableExistingInstanceStates: NonRunningStates``): the losers answer 200 with the winner. One window
     remains: a retry that *finishes* between another call's check of its id and that call's start would be started
     again (same windows, same object names, so the output stays exact; only the audit API work repeats). A retry
-    keeps its parent's options. The next link's output prefix must be empty (it has no instance yet).
+    keeps its parent's options and tenant GUID (a parent started before GUIDs were carried has its tenant resolved
+    now). The next link's output prefix must be empty (it has no instance yet).
     """
     status = await client.get_status(collection_id, False, False, True)
     runtime = runtime_status(status)
@@ -82,6 +90,9 @@ async def retry_failed(
             f"nothing left to retry: {windows} ended before the audit log's retention ({retention_days} days, "
             "COLLECTOR_RETENTION_DAYS); the service no longer holds those records",
         )  # fmt: skip
+    guid = parent.tenant_guid or await guid_or_error(resolve, parent.tenant_id)
+    if isinstance(guid, ApiResponse):
+        return guid
     retry_id = names.retry_collection_id(root, generation + 1)
     leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
     # A concurrent call may have started this retry since our look-up, and its lanes written already: its instance
@@ -101,6 +112,7 @@ async def retry_failed(
         options=parent.options,
         explicit=tuple(chunks),
         parent_collection_id=tip.id,
+        tenant_guid=guid,
     )
     tip_request = tip.payload.get("request") or {}
     expired_json = [c.span_json() for c in expired]

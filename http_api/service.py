@@ -16,6 +16,7 @@ from http_api.common import ACTIVE, ApiResponse, DurableClient, orchestration_in
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
+from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.latency import latency_report, started_at_of
 from shared.models import JsonDict
@@ -39,12 +40,20 @@ __all__ = [
 
 
 async def start_collection(
-    client: DurableClient, body: bytes, settings: Settings, now: datetime, new_id: Callable[[], str], *, sink: ChunkSink
+    client: DurableClient,
+    body: bytes,
+    settings: Settings,
+    now: datetime,
+    new_id: Callable[[], str],
+    *,
+    sink: ChunkSink,
+    resolve: TenantResolver,
 ) -> ApiResponse:
     """Validate, plan, start (or find the existing collection with the same id and the same request).
 
     An id whose instance does not exist but whose output prefix holds objects is refused (``output_exists``): the
-    new run would pick up the old run's queries and parts, and its manifest would count the old chunks.
+    new run would pick up the old run's queries and parts, and its manifest would count the old chunks. The tenant's
+    GUID (``resolve``) goes into the spec: the tenant budget is keyed by it, whatever spelling the request used.
     """
     try:
         request = validate_collection_request(parse_request_json(body), settings, now)
@@ -54,6 +63,9 @@ async def start_collection(
     existing = await client.get_status(collection_id, False, False, True)
     if _runtime_status(existing) is not None:
         return _existing(collection_id, existing, request)
+    guid = await guid_or_error(resolve, request.tenant_id)
+    if isinstance(guid, ApiResponse):
+        return guid
     leftover = reuse.output_exists(sink, request.tenant_id, collection_id)
     # Objects, then the instance again: a run writes only after its instance exists, so objects of a run a concurrent
     # POST just started are always seen with that instance (this POST then answers as for it); and reading it just
@@ -63,7 +75,7 @@ async def start_collection(
         return _existing(collection_id, raced, request)
     if leftover is not None:
         return leftover
-    spec = _spec_for(request, collection_id, settings)
+    spec = _spec_for(request, collection_id, settings, guid)
     try:
         await client.start_new(
             names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now)
@@ -89,7 +101,7 @@ def _existing(collection_id: str, status: Any, request: CollectionRequest) -> Ap
     return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
 
 
-def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings) -> CollectionSpec:
+def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings, guid: str) -> CollectionSpec:
     from datetime import timedelta
 
     from shared.models import filters_to_json
@@ -103,6 +115,7 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
             settings, request.max_concurrency, source=request.source, high_completeness=request.high_completeness
         ),
         plan=ChunkPlan(request.start, request.end, timedelta(minutes=request.interval_minutes)),
+        tenant_guid=guid,
     )
 
 

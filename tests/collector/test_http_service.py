@@ -13,11 +13,24 @@ import pytest
 
 from http_api import retry_chain, service
 from shared import names
+from shared.audit.tenant_lookup import TenantNotFoundError
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
+from shared.window import CollectionSpec
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
+GUID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+DIRECTORY = {"contoso.onmicrosoft.com": GUID, "contoso.com": GUID}
+"""The fake authority's tenants (the real resolver against the emulator: tests/audit/test_tenant_lookup.py)."""
+
+
+async def resolve(tenant: str) -> str:
+    if tenant == GUID or tenant in DIRECTORY:
+        return DIRECTORY.get(tenant, tenant)
+    raise TenantNotFoundError(tenant, "AADSTS90002")
+
+
 BODY = {
     "tenantId": "contoso.onmicrosoft.com",
     "startDate": "2024-11-17T10:00:00Z",
@@ -56,7 +69,9 @@ def call(coro: Any) -> service.ApiResponse:
 def start(client: FakeClient, body: Any, sink: ChunkSink | None = None) -> service.ApiResponse:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return call(
-        service.start_collection(client, raw, Settings(), NOW, lambda: "generated0001", sink=sink or MemorySink())
+        service.start_collection(
+            client, raw, Settings(), NOW, lambda: "generated0001", sink=sink or MemorySink(), resolve=resolve
+        )
     )
 
 
@@ -70,6 +85,37 @@ def test_start_plans_and_starts_the_orchestrator() -> None:
     assert payload["spec"]["options"]["max_concurrency"] == 2
     assert payload["spec"]["plan"]["intervalSeconds"] == 240 * 60
     assert payload["state"] is None
+
+
+def test_the_spec_carries_the_tenant_guid_whatever_spelling_the_request_used() -> None:
+    client = FakeClient()
+    for index, tenant in enumerate(("contoso.onmicrosoft.com", "contoso.com", GUID.upper())):
+        assert start(client, {**BODY, "tenantId": tenant, "collectionId": f"spelled-{index}"}).status == 202
+    assert [payload["spec"]["tenantGuid"] for _, _, payload in client.started] == [GUID] * 3
+    assert [payload["spec"]["tenantId"] for _, _, payload in client.started][:2] == ["contoso.onmicrosoft.com",
+                                                                                    "contoso.com"]  # fmt: skip
+    retried = client.started[0][1]
+    finish(client, retried, WITH_FAILURE)
+    assert retry(client, retried).status == 202
+    assert client.started[-1][2]["spec"]["tenantGuid"] == GUID  # a retry link keeps its parent's GUID
+
+
+def test_a_domain_the_authority_does_not_know_is_a_400_naming_tenant_id_and_starts_nothing() -> None:
+    client = FakeClient()
+    response = start(client, {**BODY, "tenantId": "no-such-tenant.onmicrosoft.com"})
+    assert response.status == 400, response.body
+    assert (response.body["error"]["field"], response.body["error"]["rule"]) == ("tenantId", "not_found")
+    assert "AADSTS90002" in response.body["error"]["message"] and client.started == []
+
+
+def test_a_retry_of_a_collection_started_before_guids_were_carried_resolves_its_tenant() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "older"})
+    del client.instances["older"].input_["spec"]["tenantGuid"]  # an input written before the field existed
+    assert CollectionSpec.from_json(client.instances["older"].input_["spec"]).budget_tenant == BODY["tenantId"]
+    finish(client, "older", WITH_FAILURE)
+    assert retry(client, "older").status == 202
+    assert client.started[-1][2]["spec"]["tenantGuid"] == GUID
 
 
 def test_invalid_body_starts_nothing() -> None:
@@ -127,7 +173,7 @@ WITH_FAILURE = {"status": "CompletedWithFailures", "failures": [FAILED], "remain
 def retry(client: FakeClient, collection_id: str, sink: ChunkSink | None = None) -> service.ApiResponse:
     return call(
         retry_chain.retry_failed(
-            client, collection_id, NOW, sink or MemorySink(), retention_days=Settings().retention_days
+            client, collection_id, NOW, sink or MemorySink(), retention_days=Settings().retention_days, resolve=resolve
         )
     )
 
@@ -336,12 +382,14 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     finish(client, "old-1", WITH_FAILURE)  # the failed window: 2024-11-17 14:00-18:00
     later = datetime(2024, 11, 17, 16, tzinfo=UTC) + timedelta(days=DAYS)  # the cut-off is now 2024-11-17 16:00
     all_gone = call(
-        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=4), MemorySink(), retention_days=DAYS)
+        retry_chain.retry_failed(
+            client, "old-1", later + timedelta(hours=4), MemorySink(), retention_days=DAYS, resolve=resolve
+        )
     )
     assert all_gone.status == 400, all_gone.body
     assert (all_gone.body["error"]["field"], all_gone.body["error"]["rule"]) == ("id", "retention")
     assert "2024-11-17T14:00:00Z" in all_gone.body["error"]["message"] and len(client.started) == 1
-    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), retention_days=DAYS))
+    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), retention_days=DAYS, resolve=resolve))
     assert partly.status == 202, partly.body
     _, _, payload = client.started[-1]
     assert payload["spec"]["explicit"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
@@ -353,7 +401,9 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     finish(client, "old-1-retry-1", {**WITH_FAILURE, "failures": [
         {**FAILED, "chunk": {"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z"}}]})  # fmt: skip
     later_still = call(
-        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=1), MemorySink(), retention_days=DAYS)
+        retry_chain.retry_failed(
+            client, "old-1", later + timedelta(hours=1), MemorySink(), retention_days=DAYS, resolve=resolve
+        )
     )
     assert later_still.status == 202, later_still.body
     request = client.started[-1][2]["request"]
