@@ -21,6 +21,14 @@ class DurableClient(Protocol):
     async def get_status(self, instance_id: str, show_history: bool = ..., show_history_output: bool = ...,
                          show_input: bool = ...) -> Any: ...  # fmt: skip
 
+    async def signal_entity(self, entity_id: Any, operation_name: str, operation_input: Any = ..., /) -> None: ...
+
+    async def read_entity_state(self, entity_id: Any, /) -> Any:
+        """An ``EntityStateResponse``: ``entity_exists`` and ``entity_state``."""
+        ...
+
+    async def terminate(self, instance_id: str, reason: str, /) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ApiResponse:

@@ -18,6 +18,7 @@ from typing import Any
 from activities.chain_manifest import union_windows
 from activities.manifest import coverage_gaps
 from http_api import reuse
+from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
@@ -41,12 +42,13 @@ async def retry_failed(
 
     A call naming any finished link follows the chain to its newest link: while that one runs, the answer is 200
     with it (nothing started); once it has finished, the next link is started over what the newest link still
-    failed. Concurrent calls all name the same next id, and the Durable start refuses all but one (host.json
-    ``overridableExistingInstanceStates: NonRunningStates``): the losers answer 200 with the winner. One window
-    remains: a retry that *finishes* between another call's check of its id and that call's start would be started
-    again (same windows, same object names, so the output stays exact; only the audit API work repeats). A retry
-    keeps its parent's options and tenant GUID (a parent started before GUIDs were carried has its tenant resolved
-    now). The next link's output prefix must be empty (it has no instance yet).
+    failed. Concurrent calls all name the same next id, and exactly one of them starts it: the chain's entity hands
+    each link out once (``http_api.chain_claim``); the others answer 200 with the link the winner started. The Durable
+    start alone could not decide it (DTFx writes the Instances row after the start message, so two starts checking
+    in between are both accepted), nor refuse a link that has already *finished* when a call with an older view of
+    the chain starts it again; a claim is never handed out twice. A retry keeps its parent's options and tenant
+    GUID (a parent started before GUIDs were carried has its tenant resolved now). The next link's output prefix
+    must be empty (it has no instance yet).
     """
     status = await client.get_status(collection_id, False, False, True)
     runtime = runtime_status(status)
@@ -104,6 +106,12 @@ async def retry_failed(
         return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
     if leftover is not None:
         return leftover
+    claimed = await claim_link(client, root, generation + 1, retry_id)
+    if not claimed.won:
+        link_payload = json_field(getattr(claimed.link, "input_", None))
+        if isinstance(link_payload, dict):
+            return _existing_retry(_Link(retry_id, runtime_status(claimed.link) or "", link_payload, None))
+        return error(409, "id", "retry_starting", f"another call is starting {retry_id}; call again in a few seconds")
     spec = CollectionSpec(
         collection_id=retry_id,
         tenant_id=parent.tenant_id,

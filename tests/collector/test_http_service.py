@@ -14,6 +14,9 @@ import pytest
 from http_api import retry_chain, service
 from shared import names
 from shared.audit.tenant_lookup import TenantNotFoundError
+from shared.budget import Budget, BudgetState
+from shared.budget_wire import BudgetRequest
+from shared.chain_claim import Claim, ClaimState
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
@@ -44,6 +47,11 @@ BODY = {
 class FakeClient:
     instances: dict[str, SimpleNamespace] = field(default_factory=dict)
     started: list[tuple[str, str, Any]] = field(default_factory=list)
+    entities: dict[tuple[str, str], Any] = field(default_factory=dict)
+    signals: list[tuple[str, str, str, Any]] = field(default_factory=list)
+    terminated: list[tuple[str, str]] = field(default_factory=list)
+    clock: datetime = NOW
+    budget_capacity: int = 3
 
     async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str:
         assert instance_id is not None
@@ -60,6 +68,28 @@ class FakeClient:
     async def get_status(self, instance_id: str, show_history: bool = False, show_history_output: bool = False,
                          show_input: bool = False) -> Any:  # fmt: skip
         return self.instances.get(instance_id, SimpleNamespace(runtime_status=None))
+
+    async def signal_entity(self, entity: Any, operation: str, operation_input: Any = None) -> None:
+        """Runs the operation at once, as the entity's trigger does (``shared.chain_claim`` / ``shared.budget``)."""
+        key = (entity.name, entity.key)
+        self.signals.append((*key, operation, operation_input))
+        if entity.name == names.ENTITY_RETRY_CHAIN:
+            state = ClaimState.from_json(self.entities.get(key))
+            state.apply(Claim.parse(operation_input), self.clock)
+            self.entities[key] = state.to_json()
+        elif entity.name == names.ENTITY_BUDGET:
+            budget = Budget(BudgetState.from_json(self.entities.get(key)))
+            budget.handle(BudgetRequest.parse(operation, operation_input), self.clock, self.budget_capacity)
+            self.entities[key] = budget.state.to_json()
+
+    async def read_entity_state(self, entity: Any) -> Any:
+        state = self.entities.get((entity.name, entity.key))
+        return SimpleNamespace(entity_exists=state is not None, entity_state=state)
+
+    async def terminate(self, instance_id: str, reason: str) -> None:
+        self.terminated.append((instance_id, reason))
+        self.instances[instance_id].runtime_status = SimpleNamespace(value="Terminated")
+        self.instances[instance_id].output = json.dumps(reason)
 
 
 def call(coro: Any) -> service.ApiResponse:
