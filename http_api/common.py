@@ -11,6 +11,9 @@ from shared.models import JsonDict, iso
 from shared.window import CollectionSpec
 
 ACTIVE = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
+CANCEL_REASON = "cancelled through POST /api/collections/{id}/cancel at {at}"
+"""The termination reason ``cancel`` gives; a terminated instance's output is its reason (DTFx)."""
+_CANCEL_MARK = CANCEL_REASON.split("{", 1)[0]
 
 
 class DurableClient(Protocol):
@@ -60,3 +63,11 @@ def json_field(value: Any) -> Any:
 
 def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime) -> JsonDict:
     return {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+
+
+def cancelled_reason(status: Any) -> str | None:
+    """The reason of a collection ended by ``POST .../cancel`` (terminated with ``CANCEL_REASON``), else None."""
+    if runtime_status(status) != "Terminated":
+        return None
+    output = json_field(getattr(status, "output", None))
+    return output if isinstance(output, str) and output.startswith(_CANCEL_MARK) else None

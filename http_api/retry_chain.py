@@ -59,7 +59,7 @@ async def retry_failed(
     payload = json_field(getattr(status, "input_", None))
     if not isinstance(payload, dict) or "spec" not in payload:
         return error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
-    root, generation = _lineage(collection_id, payload)
+    root, generation = lineage(collection_id, payload)
     tip = _Link(collection_id, runtime, payload, json_field(getattr(status, "output", None)))
     while True:  # follow the chain to its newest link
         next_id = names.retry_collection_id(root, generation + 1)
@@ -194,7 +194,7 @@ class _Link:
     output: Any
 
 
-def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
+def lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
     """(root id, generation) of a collection: a retry carries both in its request; any other collection is a root."""
     request = payload.get("request") or {}
     root, generation = request.get("retryRoot"), request.get("retryGeneration")

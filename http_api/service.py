@@ -12,12 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from http_api import live, reuse
-from http_api.common import ACTIVE, ApiResponse, DurableClient, orchestration_input
+from http_api.common import ACTIVE, ApiResponse, DurableClient, cancelled_reason, orchestration_input
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
+from shared.errors import CollectorError
 from shared.latency import latency_report, started_at_of
 from shared.models import JsonDict
 from shared.planning import ChunkPlan
@@ -119,13 +120,17 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
     )
 
 
-async def collection_summary(client: DurableClient, collection_id: str) -> ApiResponse:
+async def collection_summary(
+    client: DurableClient, collection_id: str, sink_of: Callable[[], ChunkSink | None] | None = None
+) -> ApiResponse:
     """A friendly view over the Durable status: progress while running, totals and failures when done, plus what the
-    live page shows (the collection's header from its input, and the chunk grid)."""
+    live page shows (the collection's header from its input, and the chunk grid). A cancelled collection
+    (``POST .../cancel``) says so; its manifest, which the cancel wrote, is looked up through ``sink_of``."""
     status = await client.get_status(collection_id, False, False, True)
     runtime = _runtime_status(status)
     if runtime is None:
         return _error(404, "id", "not_found", f"no collection {collection_id}")
+    cancelled = cancelled_reason(status)
     progress = _json_field(getattr(status, "custom_status", None))
     progress = progress if isinstance(progress, dict) else {}
     output = _json_field(getattr(status, "output", None))
@@ -149,7 +154,8 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
     body: JsonDict = {
         "collectionId": collection_id,
         "runtimeStatus": runtime,
-        "status": output.get("status") or runtime,
+        "status": output.get("status") or ("Cancelled" if cancelled else runtime),
+        "cancelled": cancelled,
         "progress": {
             key: source.get(key)
             for key in ("total", "completed", "failed", "inFlight", "percent", "splits", "incomplete", "execution")
@@ -162,7 +168,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,
         "stopping": progress.get("stopping") if not output else None,
         "budget": source.get("budget"),
-        "manifest": output.get("manifest"),
+        "manifest": output.get("manifest") or (_cancel_manifest(spec, sink_of) if cancelled else None),
         "chain": output.get("chain"),  # a finished retry link: its chain's headline (the manifest proves it)
         "latency": _latency(spec, payload),
         "expired": _expired(payload),
@@ -174,6 +180,18 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }
     return ApiResponse(200, body)
+
+
+def _cancel_manifest(spec: CollectionSpec | None, sink_of: Callable[[], ChunkSink | None] | None) -> str | None:
+    """Where the manifest a cancel wrote is, if it is there (a cancel writes it after the instance has stopped)."""
+    sink = sink_of() if sink_of is not None and spec is not None else None
+    if sink is None or spec is None:
+        return None
+    name = names.manifest_object_name(spec.tenant_id, spec.collection_id)
+    try:
+        return sink.location(name) if name in sink.list_names(name) else None
+    except CollectorError:
+        return None
 
 
 def _expired(payload: Any) -> list[JsonDict]:
