@@ -17,6 +17,7 @@ from shared.audit.tenant_lookup import TenantNotFoundError
 from shared.budget import Budget, BudgetState
 from shared.budget_wire import BudgetRequest
 from shared.chain_claim import Claim, ClaimState
+from shared.models import Chunk
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
@@ -439,3 +440,21 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     request = client.started[-1][2]["request"]
     assert request["expired"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T17:00:00Z"}]
     assert request["chainExpired"] == [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T17:00:00Z"}]
+
+
+def test_a_window_ending_exactly_at_the_retention_cut_off_is_expired_whole_and_one_starting_there_is_kept_whole() -> (
+    None
+):
+    """Issue 18.9: the boundaries of ``split_at_retention`` (the cut-off is the oldest instant the service holds)."""
+    cutoff = datetime(2024, 11, 17, 14, tzinfo=UTC)
+    before, after = Chunk(cutoff - timedelta(hours=4), cutoff), Chunk(cutoff, cutoff + timedelta(hours=4))
+    assert retry_chain.split_at_retention([before, after], cutoff) == ([after], [before])  # no empty part either side
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "edge"})
+    finish(client, "edge", {**WITH_FAILURE, "failures": [{**FAILED, "chunk": before.span_json()}]})
+    at_cutoff = call(
+        retry_chain.retry_failed(client, "edge", cutoff + timedelta(days=DAYS), MemorySink(), retention_days=DAYS,
+                                 resolve=resolve)
+    )  # fmt: skip
+    assert (at_cutoff.status, at_cutoff.body["error"]["rule"]) == (400, "retention"), at_cutoff.body
+    assert len(client.started) == 1  # nothing started: an empty window would have "collected" 0 records
