@@ -26,6 +26,7 @@ from shared.models import JsonDict
 _T = TypeVar("_T")
 
 RELEASE_WAIT_SECONDS = 10.0
+ASK_EVERY_SECONDS = 1.0
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.02, 0.5
 
 
@@ -85,6 +86,12 @@ class Slot:
     """It waited in the budget's queue: all slots were held when it asked."""
 
     @property
+    def ask_every(self) -> float:
+        """How often a queued slot asks again: its poll period, at most a second (an ask is one signal, and a place
+        in the queue is kept whatever the pace, so asking often only takes a slot sooner when it is this one's)."""
+        return min(self.options.poll_seconds, ASK_EVERY_SECONDS)
+
+    @property
     def entity(self) -> Any:
         return entity_id(self.tenant, self.source)
 
@@ -112,10 +119,10 @@ class Slot:
             if now - began >= wait_seconds:
                 await self.release()
                 return False
-            if now - asked_at >= self.options.poll_seconds:
+            if now - asked_at >= self.ask_every:
                 await self.client.signal_entity(self.entity, "acquire", self._request())
                 asked_at = now
-            pause = min(pause * 2, _LONGEST_PAUSE, self.options.poll_seconds)
+            pause = min(pause * 2, _LONGEST_PAUSE, self.ask_every)
 
     async def renew(self) -> None:
         await self.client.signal_entity(self.entity, "renew", self._request())
