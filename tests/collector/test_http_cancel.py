@@ -8,6 +8,7 @@ from datetime import timedelta
 from types import SimpleNamespace
 
 from http_api import cancel, live, service
+from http_api.budget_slots import Slot
 from shared import names
 from shared.budget import Budget, BudgetState
 from shared.budget_wire import BudgetOptions
@@ -105,3 +106,18 @@ def test_a_collection_terminated_another_way_gets_its_slots_back_from_a_cancel()
     answer = cancel_now(client, "plain", sink)
     assert answer.status == 200 and answer.body["status"] == "Terminated" and answer.body["slotsReleased"]
     assert client.entities[BUDGET_KEY]["leases"] == [] and client.terminated == []
+
+
+def test_a_slot_asked_for_from_the_edge_waits_in_the_queue_and_gives_its_place_back_when_it_gives_up() -> None:
+    """The doctor's slot (``http_api.budget_slots.Slot``): granted when free, queued behind held slots, and a slot that
+    gave up leaves no queue place to block the collections behind it."""
+    client = FakeClient(budget_capacity=1)
+    options = BudgetOptions(1, 600.0, 0.05)
+    first, second = Slot(client, GUID, "graph", options), Slot(client, GUID, "graph", options)
+    assert call(first.acquire(1.0)) and not first.queued
+    assert not call(second.acquire(0.2))
+    assert second.queued and second.report()["granted"] is False
+    state = client.entities[BUDGET_KEY]
+    assert [x["holder"] for x in state["leases"]] == [first.holder] and state["waiters"] == []
+    call(first.release())
+    assert call(second.acquire(1.0)) and [x["holder"] for x in client.entities[BUDGET_KEY]["leases"]] == [second.holder]
