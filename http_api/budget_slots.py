@@ -25,6 +25,18 @@ from shared.models import JsonDict
 
 _T = TypeVar("_T")
 
+BudgetToken = Callable[[str, str], str]
+"""(collection id, source) -> the token the budget entity expects with that collection's operations ("" for none)."""
+
+
+def no_token(collection: str, source: str) -> str:
+    return ""
+
+
+def _with_token(data: JsonDict, token: str) -> JsonDict:
+    return {**data, "token": token} if token else data
+
+
 RELEASE_WAIT_SECONDS = 10.0
 ASK_EVERY_SECONDS = 1.0
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.02, 0.5
@@ -45,7 +57,13 @@ async def read_state(client: DurableClient, entity: Any) -> Any:
 
 
 async def release_collection(
-    client: DurableClient, tenant: str, source: str, collection: str, *, wait_seconds: float = RELEASE_WAIT_SECONDS
+    client: DurableClient,
+    tenant: str,
+    source: str,
+    collection: str,
+    *,
+    token: str = "",
+    wait_seconds: float = RELEASE_WAIT_SECONDS,
 ) -> bool:
     """Give back every slot and queue place of ``collection`` now; True once the state lists none of them.
 
@@ -59,7 +77,7 @@ async def release_collection(
     while True:
         now = time.monotonic()
         if now - sent_at >= 1.0:
-            await client.signal_entity(entity, "release_collection", {"collection": collection})
+            await client.signal_entity(entity, "release_collection", _with_token({"collection": collection}, token))
             sent_at = now
         await asyncio.sleep(pause)
         if not holders_of(await read_state(client, entity), collection):
@@ -81,6 +99,8 @@ class Slot:
     waited: float = 0.0
     ahead: int = 0
     """The most holders queued ahead of this one while it waited."""
+    token: str = ""
+    """The token of the holder's collection (``BudgetToken``)."""
     granted: bool = False
     queued: bool = False
     """It waited in the budget's queue: all slots were held when it asked."""
@@ -96,7 +116,7 @@ class Slot:
         return entity_id(self.tenant, self.source)
 
     def _request(self) -> JsonDict:
-        return self.options.acquire(self.holder).to_json()
+        return _with_token(self.options.acquire(self.holder).to_json(), self.token)
 
     async def acquire(self, wait_seconds: float) -> bool:
         """Ask until granted or ``wait_seconds`` are up (then the queue place is given back)."""
@@ -128,7 +148,7 @@ class Slot:
         await self.client.signal_entity(self.entity, "renew", self._request())
 
     async def release(self) -> None:
-        await self.client.signal_entity(self.entity, "release", {"holder": self.holder})
+        await self.client.signal_entity(self.entity, "release", _with_token({"holder": self.holder}, self.token))
 
     def report(self) -> JsonDict:
         return {

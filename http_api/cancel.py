@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from activities.manifest import write_manifest
-from http_api.budget_slots import release_collection
+from http_api.budget_slots import BudgetToken, no_token, release_collection
 from http_api.common import (
     ACTIVE,
     CANCEL_REASON,
@@ -54,9 +54,15 @@ class _Link:
 
 
 async def cancel_collection(
-    client: DurableClient, collection_id: str, now: Callable[[], datetime], sink: ChunkSink
+    client: DurableClient,
+    collection_id: str,
+    now: Callable[[], datetime],
+    sink: ChunkSink,
+    *,
+    budget_token: BudgetToken = no_token,
 ) -> ApiResponse:
-    """Cancel the running link of the chain ``collection_id`` belongs to (itself, or a retry of it)."""
+    """Cancel the running link of the chain ``collection_id`` belongs to (itself, or a retry of it);
+    ``budget_token`` gives the token the budget entity expects with that collection's release."""
     status = await client.get_status(collection_id, False, False, True)
     if runtime_status(status) is None:
         return error(404, "id", "not_found", f"no collection {collection_id}")
@@ -70,7 +76,7 @@ async def cancel_collection(
         if isinstance(json_field(getattr(tip.status, "output", None)), dict):
             return error(409, "id", "not_running", f"{tip.id} has ended ({runtime}); there is nothing to cancel")
         # Ended without a result (cancelled, or terminated some other way): give back any slot it still holds.
-        released = await _release(client, spec)
+        released = await _release(client, spec, budget_token)
         shown = "Cancelled" if cancelled_reason(tip.status) else runtime
         ended: JsonDict = {"collectionId": tip.id, "cancelled": [], "status": shown, "existing": True}
         return ApiResponse(200, {**ended, "slotsReleased": released}, tip.id)
@@ -85,7 +91,7 @@ async def cancel_collection(
         # It finished on its own before the terminate reached it: its manifest and slots are its own business.
         late: JsonDict = {"collectionId": tip.id, "cancelled": [], "status": runtime_status(stopped), "existing": True}
         return ApiResponse(200, late, tip.id)
-    released = await _release(client, spec)
+    released = await _release(client, spec, budget_token)
     progress = json_field(getattr(stopped, "custom_status", None))
     in_flight = list(progress.get("windowsInFlight") or []) if isinstance(progress, dict) else []
     body: JsonDict = {
@@ -133,10 +139,11 @@ async def _wait_stopped(client: DurableClient, instance_id: str) -> Any:
         pause = min(pause * 2, 0.5)
 
 
-async def _release(client: DurableClient, spec: CollectionSpec) -> bool:
+async def _release(client: DurableClient, spec: CollectionSpec, budget_token: BudgetToken) -> bool:
     if not spec.options.budget.enabled:
         return True
-    return await release_collection(client, spec.budget_tenant, spec.source, spec.collection_id)
+    token = budget_token(spec.collection_id, spec.source)
+    return await release_collection(client, spec.budget_tenant, spec.source, spec.collection_id, token=token)
 
 
 def _manifest_input(

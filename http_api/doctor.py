@@ -24,9 +24,10 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api.budget_slots import Slot, run_holding
+from http_api.budget_slots import BudgetToken, Slot, no_token, run_holding
 from http_api.common import ApiResponse, DurableClient
 from http_api.tenants import guid_or_error, resolver_for
+from shared.budget_wire import collection_of
 from shared.doctor import SOURCES, run_doctor
 from shared.errors import ConfigError
 from shared.settings import Settings
@@ -50,10 +51,15 @@ def _error(field: str, rule: str, message: str) -> DoctorResponse:
 
 
 async def doctor_response(
-    params: Mapping[str, str], env: Mapping[str, str], client: DurableClient | None = None
+    params: Mapping[str, str],
+    env: Mapping[str, str],
+    client: DurableClient | None = None,
+    *,
+    budget_token: BudgetToken = no_token,
 ) -> DoctorResponse:
     """Validate the query parameters, take budget slots, run the doctor, answer its report (200 even when probes
-    failed: it ran). Without a client (or a budget), the doctor runs without slots."""
+    failed: it ran). Without a client (or a budget), the doctor runs without slots. ``budget_token`` gives the token
+    the budget entity expects with the operations of the doctor's holder."""
     try:
         tenant = validate_tenant_id(params.get("tenantId"))
     except InvalidRequest as exc:
@@ -75,7 +81,7 @@ async def doctor_response(
                 f"timeoutSeconds must be between {MIN_TIMEOUT_SECONDS:g} and {MAX_TIMEOUT_SECONDS:g}",
             )
     began = time.monotonic()
-    slots = await _slots(client, env, tenant, source)
+    slots = await _slots(client, env, tenant, source, budget_token)
     if isinstance(slots, DoctorResponse):
         return slots
     try:
@@ -101,7 +107,7 @@ async def doctor_response(
 
 
 async def _slots(
-    client: DurableClient | None, env: Mapping[str, str], tenant: str, source: str
+    client: DurableClient | None, env: Mapping[str, str], tenant: str, source: str, budget_token: BudgetToken
 ) -> list[Slot] | DoctorResponse:
     """A slot for each probed source whose budget is on, keyed by the tenant's GUID; none when the settings or the
     look-up fail (the doctor then reports that, and signs in to nothing)."""
@@ -119,7 +125,10 @@ async def _slots(
         if guid.status == 400:
             return DoctorResponse(400, guid.body)
         return []  # the authority cannot be asked: the doctor's sign-in probes say so, and nothing reaches the APIs
-    return [Slot(client, guid, s, settings.budget(s)) for s in probed]
+    slots = [Slot(client, guid, s, settings.budget(s)) for s in probed]
+    for slot in slots:
+        slot.token = budget_token(collection_of(slot.holder), slot.source)
+    return slots
 
 
 @bp.route(route="doctor", methods=["GET"], trigger_arg_name="req")  # type: ignore[untyped-decorator]

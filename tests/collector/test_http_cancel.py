@@ -121,3 +121,25 @@ def test_a_slot_asked_for_from_the_edge_waits_in_the_queue_and_gives_its_place_b
     assert [x["holder"] for x in state["leases"]] == [first.holder] and state["waiters"] == []
     call(first.release())
     assert call(second.acquire(1.0)) and [x["holder"] for x in client.entities[BUDGET_KEY]["leases"]] == [second.holder]
+
+
+def test_the_budget_token_of_the_collection_goes_with_every_operation_the_edge_sends() -> None:
+    """The seam for the budget entity's per-collection token (``Settings.budget_token`` once it exists): a cancel's
+    release and the doctor's slot carry the token of the collection they act for."""
+    client, sink = FakeClient(), MemorySink()
+    start(client, {**BODY, "collectionId": "tok"})
+    running(client, "tok", [])
+    hold(client, "tok/0")
+    asked: list[tuple[str, str]] = []
+
+    def token(collection: str, source: str) -> str:
+        asked.append((collection, source))
+        return "ab" * 16
+
+    assert call(cancel.cancel_collection(client, "tok", lambda: NOW, sink, budget_token=token)).status == 200
+    slot = Slot(client, GUID, "graph", BudgetOptions(1, 600.0, 0.05), token=token("doctor-x", "graph"))
+    assert call(slot.acquire(1.0))
+    call(slot.release())
+    sent = [(op, data) for _, _, op, data in client.signals]
+    assert [op for op, _ in sent] == ["release_collection", "acquire", "release"]
+    assert all(data["token"] == "ab" * 16 for _, data in sent) and asked[0] == ("tok", "graph")
