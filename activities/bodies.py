@@ -19,7 +19,8 @@ from shared.audit.ports import (
     AuditSearchApi,
     TimeWindow,
 )
-from shared.errors import CollectorError, NeedsSplitError
+from shared.errors import CollectorError, NeedsSplitError, TransientApiError
+from shared.log_fields import log_event
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
@@ -47,7 +48,11 @@ def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
         logger.info("window needs a split: %s", exc)
         return ActivityResult.split({"limit": exc.limit, "reportedCount": exc.reported_count}).to_json()
     except CollectorError as exc:
-        logger.warning("activity failed (%s): %s", exc.kind, exc)
+        if isinstance(exc, TransientApiError) and exc.status == 429:  # left to the orchestrator's retry
+            text = f"activity throttled (429), retried by the orchestrator: {exc}"
+            log_event(logger, logging.WARNING, "api.throttled", text, status=429, retryAfterSeconds=exc.retry_after)
+        else:
+            logger.warning("activity failed (%s): %s", exc.kind, exc)
         return ActivityResult.failure(exc).to_json()
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 import requests
 
+from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
+
 REPO = Path(__file__).resolve().parents[1]
 TENANT_ID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
 TENANT_DOMAIN = "contoso.onmicrosoft.com"
@@ -46,6 +48,7 @@ class Options:
     timeout: float
     open_page: bool = False
     keep_serving: bool = False
+    events: Path | None = None
 
 
 def _utc(text: str) -> datetime:
@@ -77,6 +80,10 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--keep-serving", action="store_true", help="after the collection ends, keep the local host (and the page) up "
         "until Ctrl+C"
     )  # fmt: skip
+    parser.add_argument(
+        "--events", type=Path, default=None, help="append the collector's structured log events to this JSON-lines "
+        "file (docs/operations.md; python -m collector_local.events FILE answers its queries over them)"
+    )  # fmt: skip
     args = parser.parse_args(argv)
     start = args.start or args.end - timedelta(days=args.days)
     return Options(
@@ -92,12 +99,14 @@ def parse_args(argv: list[str] | None = None) -> Options:
         timeout=args.timeout,
         open_page=args.open,
         keep_serving=args.keep_serving,
+        events=args.events,
     )
 
 
 def _app_environment(emu: Any, secret: str, output: Path) -> dict[str, str]:
     """The collector's settings for this run (real environment variables, like app settings on Azure)."""
     return {
+        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
         "AUDIT_CLIENT_ID": CLIENT_ID,
         "AUDIT_CLIENT_SECRET": secret,
         "AUDIT_AUTHORITY_HOST": emu.authority_host,
@@ -176,6 +185,11 @@ def _written_ids(folder: Path) -> list[str]:
 def run(options: Options) -> int:
     from durable_local.host import LocalHost
     from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
+
+    if options.events is not None:
+        from collector_local.events import record_events
+
+        record_events(options.events)
 
     secret = secrets.token_urlsafe(24)
     tenant = TenantSpec(

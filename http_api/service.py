@@ -20,6 +20,7 @@ from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.errors import CollectorError
 from shared.latency import latency_report, started_at_of
+from shared.log_fields import log_event
 from shared.models import JsonDict
 from shared.planning import ChunkPlan
 from shared.request_json import parse_request_json
@@ -89,7 +90,17 @@ async def start_collection(
         if _runtime_status(raced) is None:
             raise
         return _existing(collection_id, raced, request)
-    logger.info("started collection %s: %d chunks, K=%d", collection_id, request.chunk_count, request.max_concurrency)
+    log_event(
+        logger,
+        logging.INFO,
+        "collection.started",
+        f"started collection {collection_id}: {request.chunk_count} chunks, K={request.max_concurrency}",
+        collectionId=collection_id,
+        tenantId=request.tenant_id,
+        source=request.source,
+        chunks=request.chunk_count,
+        concurrency=request.max_concurrency,
+    )
     body_out = {"collectionId": collection_id, "existing": False, "chunks": request.chunk_count}
     return ApiResponse(202, body_out, collection_id)
 

@@ -31,6 +31,7 @@ import azure.functions as func
 
 from http_api import live
 from shared import names
+from shared.log_fields import KQL
 
 bp = df.Blueprint()
 
@@ -57,6 +58,7 @@ def page(name: str) -> Page:
     script = (
         (STATIC / "common.js").read_text(encoding="utf-8") + "\n" + (STATIC / f"{name}.js").read_text(encoding="utf-8")
     )
+    script = script.replace("/*KQL*/null", json.dumps(KQL), 1)  # the operator's queries (docs/operations.md)
     body = html.replace("/*STYLE*/", style, 1).replace("/*SCRIPT*/", script, 1)
     policy = (
         f"default-src 'none'; script-src {_hash(script)}; style-src {_hash(style)}; connect-src 'self'; "

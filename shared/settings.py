@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from shared import hosting
 from shared.budget_wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.models import SOURCES
@@ -64,9 +65,13 @@ class AuditSettings:
         }
 
 
-PLATFORM_INSTANCE_ID = "WEBSITE_INSTANCE_ID"
-"""Set by Azure (App Service and Functions), never by users: how the app knows it runs there."""
-PLATFORM_SETTINGS = (PLATFORM_INSTANCE_ID,)
+TASK_HUB_SETTING = "TASKHUB_NAME"
+"""host.json's ``hubName`` is ``%TASKHUB_NAME%``: each app (or slot) on one storage account needs its own."""
+DEFAULT_TASK_HUB = "UalCollector"
+"""What every local start sets (local.settings.json.example, run-local, the tests' hosts) and the template's default."""
+
+PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
+"""Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +79,8 @@ class Settings:
     """Every collector setting with its documented default (environment variable names in ``from_env``)."""
 
     audit: AuditSettings = field(default_factory=AuditSettings)
+    task_hub: str = DEFAULT_TASK_HUB
+    """The Durable task hub (``TASKHUB_NAME``, read by the host through host.json; checked here so doctor names it)."""
     default_source: str = "graph"
     output_connection_string: str | None = field(default=None, repr=False)
     output_account_url: str | None = None
@@ -118,8 +125,15 @@ class Settings:
     budget_poll_seconds: float = 10.0
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
 
-    hosted_on_azure: bool = False
-    """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
+    hosting_plan: str = hosting.LOCAL
+    """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
+    hosting_evidence: str = "none"
+    """The platform variables the plan was told by (for messages)."""
+
+    @property
+    def hosted_on_azure(self) -> bool:
+        """On any Azure plan (Flex, Linux or Windows Consumption, Premium, Dedicated, Container Apps, Kubernetes)."""
+        return self.hosting_plan != hosting.LOCAL
 
     def budget(self, source: str) -> BudgetOptions:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
@@ -162,6 +176,7 @@ class Settings:
         )
         settings = cls(
             audit=audit,
+            task_hub=reader.task_hub(TASK_HUB_SETTING, d.task_hub),
             default_source=reader.choice("COLLECTOR_DEFAULT_SOURCE", d.default_source, SOURCES),
             output_connection_string=reader.optional("OUTPUT_STORAGE_CONNECTION"),
             output_account_url=reader.optional("OUTPUT_STORAGE_ACCOUNT_URL"),
@@ -209,7 +224,8 @@ class Settings:
             budget_poll_seconds=reader.number(
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
-            hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
+            hosting_plan=hosting.hosting_plan(env),
+            hosting_evidence=hosting.evidence(env),
         )
         _check_consistency(settings)
         return settings
@@ -285,6 +301,13 @@ class _Reader:
         ok = 3 <= len(value) <= 63 and value.replace("-", "").isalnum() and value == value.lower()
         if not ok or value.startswith("-") or "--" in value:
             raise ConfigError(name, "must be a valid blob container name (3-63 lowercase letters, digits, '-')")
+        return value
+
+    def task_hub(self, name: str, default: str) -> str:
+        """The Azure Storage provider's rule for task hub names."""
+        value = self.text(name, default)
+        if not (3 <= len(value) <= 45 and value.isascii() and value.isalnum() and value[0].isalpha()):
+            raise ConfigError(name, "must be 3-45 letters and digits starting with a letter (a task hub name)")
         return value
 
     def number(self, name: str, default: _T, kind: Callable[[str], _T], low: float, high: float) -> _T:

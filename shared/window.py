@@ -66,6 +66,8 @@ class CollectionWindow(BudgetLanes):
         self.budget = spec.options.budget
         self.free_slots = 1
         """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
+        self.ended: list[Lane] = []
+        """Lanes ended since the orchestrator last took them (it logs each chunk's end, when not replaying)."""
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -161,6 +163,7 @@ class CollectionWindow(BudgetLanes):
         """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it first asks
         for a slot (``BUDGET``), and its server-side work starts once granted."""
         lane = Lane(self.state.next_lane, chunk, BUDGET if self.budget.enabled else self._first_phase())
+        lane.started_at = self.now
         self.state.next_lane += 1
         self.started_this_execution += 1
         self.lanes[lane.id] = lane
@@ -272,6 +275,7 @@ class CollectionWindow(BudgetLanes):
         """The one place a lane ends: its chunk is done, failed or split, and its slot is free."""
         del self.lanes[lane.id]
         assert lane.ending is not None
+        self.ended.append(lane)
         kind, value = lane.ending
         if kind == "done":  # the activity's ChunkSummary JSON: only its counts matter here
             assert isinstance(value, dict)

@@ -73,6 +73,7 @@ _LANE_KEYS = frozenset(
         "ending",
         "holdsSlot",
         "budgetWaits",
+        "startedAt",
     }
 )
 
@@ -113,6 +114,8 @@ class Lane:
     """The lane holds a tenant budget slot (granted, not yet released): renewed with the collection's others."""
     budget_waits: int = 0
     """Times the budget answered this lane "queued" (it waits for tenant budget while this is > 0 in BUDGET)."""
+    started_at: datetime | None = None
+    """When the lane began (orchestration time): how long its chunk took, for the chunk.ended log event."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -153,6 +156,7 @@ class Lane:
             "ending": ending,
             "holdsSlot": self.holds_slot,
             "budgetWaits": self.budget_waits,
+            "startedAt": iso(self.started_at) if self.started_at else None,
         }
 
     @classmethod
@@ -183,6 +187,7 @@ class Lane:
             ending=ending,
             holds_slot=bool(data.get("holdsSlot", False)),
             budget_waits=int(data.get("budgetWaits", 0)),
+            started_at=parse_iso(data["startedAt"]) if data.get("startedAt") else None,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 

@@ -106,6 +106,9 @@ class LocalHost:
 
     def start(self) -> None:
         """Load the app, start the engine and serve HTTP; returns once the port listens."""
+        # As `func start` does: the app (and the Functions host's own rules) read it as "local development", ahead
+        # of platform variables a developer's container may also carry (CONTAINER_NAME).
+        os.environ.setdefault("FUNCTIONS_CORETOOLS_ENVIRONMENT", "true")
         apply_local_settings(self.app_dir)
         settings = load_host_json(self.app_dir)
         if self._hub_override:

@@ -522,5 +522,14 @@
     button.disabled = false;
   });
 
+  // docs/operations.md's queries for this collection (inlined by the server from shared/log_fields.py).
+  const KQL = /*KQL*/null;
+  if (KQL) {
+    const titles = { failed: "Failed chunks of this collection", throttling: "Throttling by tenant over time",
+      slowest: "Slowest chunks" };
+    document.getElementById("kql").textContent = Object.entries(KQL).map(([name, query]) =>
+      "// " + (titles[name] || name) + "\n" + query.split("<collection id>").join(collectionId)).join("\n\n");
+  }
+
   tick();
 })();

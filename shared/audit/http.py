@@ -49,6 +49,7 @@ from shared.errors import (
     TransientApiError,
 )
 from shared.json_codec import loads as json_loads
+from shared.log_fields import log_event
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +177,20 @@ class AuditHttpClient:
         server_wait = exc.retry_after if isinstance(exc, TransientApiError) else None
         seconds = server_wait if server_wait is not None else self._backoff(state)
         seconds = min(seconds, self._config.max_retry_wait_seconds) * self._scale
+        if isinstance(exc, TransientApiError) and exc.status == 429:
+            log_event(
+                logger,
+                logging.WARNING,
+                "api.throttled",
+                f"{self._api.name} throttled (429), attempt {state.attempt_number}; retrying in {seconds:.3f}s",
+                tenantId=self._config.tenant_id,
+                api=self._api.name,
+                status=429,
+                attempt=state.attempt_number,
+                retryAfterSeconds=server_wait,
+                waitSeconds=round(seconds, 3),
+            )
+            return seconds
         logger.info(
             "%s call attempt %d failed (%s); retrying in %.3fs", self._api.name, state.attempt_number, exc, seconds
         )

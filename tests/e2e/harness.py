@@ -23,6 +23,7 @@ from typing import Any
 import requests
 
 from m365_emulator import Emulator
+from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
@@ -47,6 +48,7 @@ def base_env(emulator: Emulator, output: Path, app_dir: Path = REPO) -> dict[str
         **os.environ,
         "PYTHONPATH": str(app_dir),
         "PYTHONUNBUFFERED": "1",
+        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
         "AUDIT_CLIENT_ID": CLIENT,
         "AUDIT_CLIENT_SECRET": SECRET,
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,

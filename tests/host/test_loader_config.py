@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -148,3 +149,18 @@ def test_durable_client_for_another_task_hub_is_refused(tmp_path: Path, monkeypa
         check_client_task_hubs(loaded, "MainHub")
     monkeypatch.setenv("OTHER_HUB", "mainhub")  # the same hub, spelt in another case: fine
     check_client_task_hubs(loaded, "MainHub")
+
+
+def test_the_host_tells_the_app_it_runs_locally_as_func_start_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Core Tools sets FUNCTIONS_CORETOOLS_ENVIRONMENT=true for the host and its workers; apps (and the Functions
+    host's own rules) take it as "local development", ahead of platform variables such as CONTAINER_NAME that a
+    developer's container may carry."""
+    from durable_local.host import LocalHost
+
+    monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
+    served = LocalHost(APPS / "basic", port=0, store="memory", drain_timeout=5)
+    served.start()
+    try:
+        assert os.environ.get("FUNCTIONS_CORETOOLS_ENVIRONMENT") == "true"
+    finally:
+        served.stop()
