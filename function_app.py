@@ -14,6 +14,7 @@ from http_api.collections import bp as collections_api
 from http_api.doctor import bp as doctor_api
 from http_api.view import bp as view_pages
 from orchestrators.budget_entity import bp as budget_entity
+from orchestrators.chain_claim_entity import bp as chain_claim_entity
 from orchestrators.collect import bp as collect_orchestrator
 from shared import sdk_timestamps
 
@@ -26,6 +27,7 @@ for blueprint in (
     collections_api,
     collect_orchestrator,
     budget_entity,
+    chain_claim_entity,
     graph_activities,
     exchange_activities,
     finalize_activity,

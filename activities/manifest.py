@@ -200,6 +200,8 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
     }
+    if payload.get("cancelled") is not None:  # written by POST .../cancel: when, and what was still running then
+        manifest["cancelled"] = payload["cancelled"]
     written: JsonDict = {"totals": totals, "gaps": gaps}
     if payload.get("parentCollectionId"):  # a retry link: the proof over its chain's whole range too
         from activities.chain_manifest import chain_section  # it builds on this module's functions

@@ -10,11 +10,12 @@ from datetime import UTC, datetime
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api import retry_chain, service, view
+from http_api import cancel, retry_chain, service, view
+from http_api.tenants import resolver_for
 from shared import names
 from shared.errors import ConfigError
 from shared.settings import Settings
-from shared.sinks import build_sink
+from shared.sinks import ChunkSink, build_sink
 
 bp = df.Blueprint()
 
@@ -54,7 +55,9 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
+    result = await service.start_collection(
+        client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink, resolve=resolver_for(settings)
+    )
     return _respond(req, client, result)
 
 
@@ -69,7 +72,30 @@ async def collections_summary(req: func.HttpRequest, client: df.DurableOrchestra
         return _respond(
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
-    return _respond(req, client, await service.collection_summary(client, collection_id))
+    return _respond(req, client, await service.collection_summary(client, collection_id, _sink_or_none))
+
+
+def _sink_or_none() -> ChunkSink | None:
+    try:
+        return build_sink(_settings())
+    except ConfigError:
+        return None
+
+
+@bp.route(route="collections/{id}/cancel", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
+@bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
+async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    collection_id = req.route_params.get("id", "")
+    if not names.is_safe_id(collection_id):
+        return _respond(
+            req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
+        )
+    try:
+        sink = build_sink(_settings())
+    except ConfigError as exc:
+        return _config_error(exc)
+    result = await cancel.cancel_collection(client, collection_id, lambda: datetime.now(UTC), sink)
+    return _respond(req, client, result)
 
 
 @bp.route(route="collections/{id}/retry-failed", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
@@ -85,5 +111,7 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await retry_chain.retry_failed(client, collection_id, datetime.now(UTC), sink, settings=settings)
+    result = await retry_chain.retry_failed(
+        client, collection_id, datetime.now(UTC), sink, settings=settings, resolve=resolver_for(settings)
+    )
     return _respond(req, client, result)

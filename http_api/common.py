@@ -11,6 +11,9 @@ from shared.models import JsonDict, iso
 from shared.window import CollectionSpec
 
 ACTIVE = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
+CANCEL_REASON = "cancelled through POST /api/collections/{id}/cancel at {at}"
+"""The termination reason ``cancel`` gives; a terminated instance's output is its reason (DTFx)."""
+_CANCEL_MARK = CANCEL_REASON.split("{", 1)[0]
 
 
 class DurableClient(Protocol):
@@ -20,6 +23,14 @@ class DurableClient(Protocol):
 
     async def get_status(self, instance_id: str, show_history: bool = ..., show_history_output: bool = ...,
                          show_input: bool = ...) -> Any: ...  # fmt: skip
+
+    async def signal_entity(self, entity_id: Any, operation_name: str, operation_input: Any = ..., /) -> None: ...
+
+    async def read_entity_state(self, entity_id: Any, /) -> Any:
+        """An ``EntityStateResponse``: ``entity_exists`` and ``entity_state``."""
+        ...
+
+    async def terminate(self, instance_id: str, reason: str, /) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,3 +69,11 @@ def orchestration_input(
     if plan is not None:
         payload["plan"] = plan
     return payload
+
+
+def cancelled_reason(status: Any) -> str | None:
+    """The reason of a collection ended by ``POST .../cancel`` (terminated with ``CANCEL_REASON``), else None."""
+    if runtime_status(status) != "Terminated":
+        return None
+    output = json_field(getattr(status, "output", None))
+    return output if isinstance(output, str) and output.startswith(_CANCEL_MARK) else None

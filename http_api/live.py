@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from http_api.common import json_field
+from http_api.common import cancelled_reason, json_field
 from shared import grid_cells, names
 from shared.fixes import with_fix
 from shared.models import JsonDict, iso, parse_iso
@@ -129,7 +129,7 @@ def collection_row(status: Any) -> JsonDict:
     return {
         "collectionId": getattr(status, "instance_id", None),
         "runtimeStatus": runtime_text,
-        "status": output.get("status") or runtime_text,
+        "status": output.get("status") or ("Cancelled" if cancelled_reason(status) else runtime_text),
         "percent": source.get("percent"),
         "records": source.get("records"),
         "failed": source.get("failed"),

@@ -12,11 +12,13 @@ from datetime import datetime
 from typing import Any
 
 from http_api import live, reuse
-from http_api.common import ACTIVE, ApiResponse, DurableClient, orchestration_input
+from http_api.common import ACTIVE, ApiResponse, DurableClient, cancelled_reason, orchestration_input
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
+from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
+from shared.errors import CollectorError
 from shared.fixes import with_fix
 from shared.latency import latency_report, started_at_of
 from shared.log_fields import log_event
@@ -43,12 +45,20 @@ __all__ = [
 
 
 async def start_collection(
-    client: DurableClient, body: bytes, settings: Settings, now: datetime, new_id: Callable[[], str], *, sink: ChunkSink
+    client: DurableClient,
+    body: bytes,
+    settings: Settings,
+    now: datetime,
+    new_id: Callable[[], str],
+    *,
+    sink: ChunkSink,
+    resolve: TenantResolver,
 ) -> ApiResponse:
     """Validate, plan, start (or find the existing collection with the same id and the same request).
 
     An id whose instance does not exist but whose output prefix holds objects is refused (``output_exists``): the
-    new run would pick up the old run's queries and parts, and its manifest would count the old chunks.
+    new run would pick up the old run's queries and parts, and its manifest would count the old chunks. The tenant's
+    GUID (``resolve``) goes into the spec: the tenant budget is keyed by it, whatever spelling the request used.
     """
     try:
         request = validate_collection_request(parse_request_json(body), settings, now)
@@ -58,6 +68,9 @@ async def start_collection(
     existing = await client.get_status(collection_id, False, False, True)
     if _runtime_status(existing) is not None:
         return _existing(collection_id, existing, request)
+    guid = await guid_or_error(resolve, request.tenant_id)
+    if isinstance(guid, ApiResponse):
+        return guid
     leftover = reuse.output_exists(sink, request.tenant_id, collection_id)
     # Objects, then the instance again: a run writes only after its instance exists, so objects of a run a concurrent
     # POST just started are always seen with that instance (this POST then answers as for it); and reading it just
@@ -67,7 +80,7 @@ async def start_collection(
         return _existing(collection_id, raced, request)
     if leftover is not None:
         return leftover
-    spec = _spec_for(request, collection_id, settings)
+    spec = _spec_for(request, collection_id, settings, guid)
     plan = plan_report(
         source=request.source,
         chunks=request.chunk_count,
@@ -112,7 +125,7 @@ def _existing(collection_id: str, status: Any, request: CollectionRequest) -> Ap
     return ApiResponse(200, {"collectionId": collection_id, "existing": True}, collection_id)
 
 
-def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings) -> CollectionSpec:
+def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings, guid: str) -> CollectionSpec:
     from datetime import timedelta
 
     from shared.models import filters_to_json
@@ -126,16 +139,21 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
             settings, request.max_concurrency, source=request.source, high_completeness=request.high_completeness
         ),
         plan=ChunkPlan(request.start, request.end, timedelta(minutes=request.interval_minutes)),
+        tenant_guid=guid,
     )
 
 
-async def collection_summary(client: DurableClient, collection_id: str) -> ApiResponse:
+async def collection_summary(
+    client: DurableClient, collection_id: str, sink_of: Callable[[], ChunkSink | None] | None = None
+) -> ApiResponse:
     """A friendly view over the Durable status: progress while running, totals and failures when done, plus what the
-    live page shows (the collection's header from its input, and the chunk grid)."""
+    live page shows (the collection's header from its input, and the chunk grid). A cancelled collection
+    (``POST .../cancel``) says so; its manifest, which the cancel wrote, is looked up through ``sink_of``."""
     status = await client.get_status(collection_id, False, False, True)
     runtime = _runtime_status(status)
     if runtime is None:
         return _error(404, "id", "not_found", f"no collection {collection_id}")
+    cancelled = cancelled_reason(status)
     progress = _json_field(getattr(status, "custom_status", None))
     progress = progress if isinstance(progress, dict) else {}
     output = _json_field(getattr(status, "output", None))
@@ -159,7 +177,8 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
     body: JsonDict = {
         "collectionId": collection_id,
         "runtimeStatus": runtime,
-        "status": output.get("status") or runtime,
+        "status": output.get("status") or ("Cancelled" if cancelled else runtime),
+        "cancelled": cancelled,
         "progress": {
             key: source.get(key)
             for key in ("total", "completed", "failed", "inFlight", "percent", "splits", "incomplete", "execution")
@@ -172,7 +191,7 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "reason": with_fix(reason) if isinstance(reason, dict) else reason,
         "stopping": progress.get("stopping") if not output else None,
         "budget": source.get("budget"),
-        "manifest": output.get("manifest"),
+        "manifest": output.get("manifest") or (_cancel_manifest(spec, sink_of) if cancelled else None),
         "chain": output.get("chain"),  # a finished retry link: its chain's headline (the manifest proves it)
         "latency": _latency(spec, payload),
         "plan": payload.get("plan") if isinstance(payload, dict) else None,
@@ -186,6 +205,18 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
     }
     return ApiResponse(200, body)
+
+
+def _cancel_manifest(spec: CollectionSpec | None, sink_of: Callable[[], ChunkSink | None] | None) -> str | None:
+    """Where the manifest a cancel wrote is, if it is there (a cancel writes it after the instance has stopped)."""
+    sink = sink_of() if sink_of is not None and spec is not None else None
+    if sink is None or spec is None:
+        return None
+    name = names.manifest_object_name(spec.tenant_id, spec.collection_id)
+    try:
+        return sink.location(name) if name in sink.list_names(name) else None
+    except CollectorError:
+        return None
 
 
 def _expired(payload: Any) -> list[JsonDict]:

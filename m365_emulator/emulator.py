@@ -160,7 +160,8 @@ class Emulator:
     def openid_configuration(self, request: Request, segment: str) -> Reply:
         tenant_id = self.resolve_tenant(segment)
         if tenant_id is None:
-            return _unknown_tenant(segment, request.base_url)
+            # The discovery endpoint names the error invalid_tenant (the token endpoint says invalid_request).
+            return _unknown_tenant(segment, request.base_url, error="invalid_tenant")
         root = f"{request.base_url}/{tenant_id}"
         body = {
             "token_endpoint": f"{root}/oauth2/v2.0/token",
@@ -248,12 +249,12 @@ class Emulator:
         )
 
 
-def _unknown_tenant(segment: str, base_url: str) -> Reply:
+def _unknown_tenant(segment: str, base_url: str, *, error: str = "invalid_request") -> Reply:
     text = (
         f"Tenant '{segment}' not found. Check to make sure you have the correct tenant ID and are signing into the "
         "correct cloud."
     )
-    return aad_error(400, "invalid_request", 90002, text, base_url)
+    return aad_error(400, error, 90002, text, base_url)
 
 
 def _unauthorized(reason: str, request: Request) -> Reply:

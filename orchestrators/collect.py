@@ -47,7 +47,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
     payload = _input_of(context)
     spec = CollectionSpec.from_json(payload["spec"])
     window = CollectionWindow(spec, Carried.from_json(payload.get("state")), now=context.current_utc_datetime)
-    budget = entity_id(spec.tenant_id, spec.source) if spec.options.budget.enabled else None
+    budget = entity_id(spec.budget_tenant, spec.source) if spec.options.budget.enabled else None
     # task -> (lane id, kind); rebuilt identically on every replay because the steps are deterministic.
     waiting: list[tuple[Any, int, str]] = []
     steps: list[Step] = window.resume() + window.fill()

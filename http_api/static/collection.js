@@ -361,7 +361,7 @@
     if (failures.length > MAX_ROWS) note = "Showing " + MAX_ROWS + " of " + number(failures.length) + "; the manifest lists all.";
     setText("fail-note", note);
     const retry = document.getElementById("retry");
-    const retryable = ended && (failures.length > 0 || s.status === "Failed");
+    const retryable = ended && (failures.length > 0 || s.status === "Failed" || s.status === "Cancelled");
     retry.disabled = !retryable || retry.dataset.busy === "1";
     retry.title = retryable ? "" : (ended ? "nothing failed" : "available when the collection ends");
   }

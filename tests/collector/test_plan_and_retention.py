@@ -15,7 +15,7 @@ from shared.models import ActivityResult, Chunk, JsonDict, iso
 from shared.retention import possibly_partial
 from shared.settings import Settings
 from shared.sinks.memory import MemorySink
-from tests.collector.test_http_service import FakeClient, call
+from tests.collector.test_http_service import FakeClient, call, resolve
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 TENANT = "contoso.onmicrosoft.com"
@@ -25,7 +25,9 @@ def start(body: dict[str, Any], settings: Settings | None = None) -> tuple[servi
     client = FakeClient()
     raw = json.dumps({"tenantId": TENANT, **body}).encode()
     response = call(
-        service.start_collection(client, raw, settings or Settings(), NOW, lambda: "plan0001", sink=MemorySink())
+        service.start_collection(
+            client, raw, settings or Settings(), NOW, lambda: "plan0001", sink=MemorySink(), resolve=resolve
+        )
     )
     return response, client
 
@@ -107,7 +109,10 @@ def test_retry_failed_retries_what_a_start_accepts_and_expires_only_past_the_loo
     old = NOW - timedelta(days=300)
     body = {"tenantId": TENANT, "startDate": iso(old), "endDate": iso(old + timedelta(days=2)), "collectionId": "e5"}
     raw = json.dumps(body).encode()
-    assert call(service.start_collection(client, raw, Settings(), NOW, str, sink=MemorySink())).status == 202
+    assert (
+        call(service.start_collection(client, raw, Settings(), NOW, str, sink=MemorySink(), resolve=resolve)).status
+        == 202
+    )
     failed = {"chunk": Chunk(old, old + timedelta(days=1)).to_json(), "kind": "transient", "message": "m",
               "attempts": 4}  # fmt: skip
     client.instances["e5"].runtime_status = SimpleNamespace(value="Completed")
@@ -116,7 +121,7 @@ def test_retry_failed_retries_what_a_start_accepts_and_expires_only_past_the_loo
         "failures": [failed],
         "remaining": {"cursor": 2},
     }
-    retried = call(retry_chain.retry_failed(client, "e5", NOW, MemorySink(), settings=Settings()))
+    retried = call(retry_chain.retry_failed(client, "e5", NOW, MemorySink(), settings=Settings(), resolve=resolve))
     assert retried.status == 202, retried.body
     assert retried.body["expired"] == [] and retried.body["plan"]["graphQueries"] == 1
     assert any("possibly partial" in w for w in retried.body["plan"]["warnings"])
