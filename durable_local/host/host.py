@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
+from durable_local.host.client_binding import website_base_url
 from durable_local.host.config import AppSettings, HostConfigError, apply_local_settings, load_host_json
 from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, make_orchestrator
 from durable_local.host.keys import HostKeys
@@ -89,6 +90,7 @@ class LocalHost:
         self.settings: AppSettings | None = None
         self.app: LoadedApp | None = None
         self._engine: DurableEngine | None = None
+        self._website_hostname: str | None = None
 
     # -- public surface ------------------------------------------------------------------------------
 
@@ -99,6 +101,18 @@ class LocalHost:
         return f"http://{self._host}:{self._bound_port}"
 
     @property
+    def public_base_url(self) -> str:
+        """The base of every URL in the host's answers and of ``req.url`` given to functions.
+
+        ``WEBSITE_HOSTNAME`` when the environment (or ``local.settings.json``) sets it, as the Functions host's
+        webhook provider does (http for ``localhost:<port>``, https otherwise; Core Tools sets it to the address it
+        serves unless already set); else ``base_url``. Never the request's ``Host`` header: on Azure the front end
+        only lets through host names bound to the site, here nothing would, and the answers carry the system key.
+        """
+        hostname = (self._website_hostname or "").strip()
+        return website_base_url(hostname) if hostname else self.base_url
+
+    @property
     def engine(self) -> DurableEngine:
         if self._engine is None:
             raise RuntimeError("the host is not started")
@@ -107,6 +121,7 @@ class LocalHost:
     def start(self) -> None:
         """Load the app, start the engine and serve HTTP; returns once the port listens."""
         apply_local_settings(self.app_dir)
+        self._website_hostname = os.environ.get("WEBSITE_HOSTNAME")
         settings = load_host_json(self.app_dir)
         if self._hub_override:
             settings = replace(settings, hub_name=self._hub_override)
@@ -163,14 +178,15 @@ class LocalHost:
 
     async def _serve(self, settings: AppSettings) -> None:
         assert self.app is not None and self._engine is not None
-        api = DurableHttpApi(self._engine, base_url=lambda: self.base_url, keys=self.keys)
+        api = DurableHttpApi(self._engine, base_url=lambda: self.public_base_url, keys=self.keys)
         server = AppServer(
             self.app,
             api,
             hub_name=settings.hub_name,
             route_prefix=settings.route_prefix,
             keys=self.keys,
-            base_url=lambda: self.base_url,
+            base_url=lambda: self.public_base_url,
+            rpc_base_url=lambda: self.base_url,
         )
         self._web_runner = web.AppRunner(server.build(), access_log=None, handle_signals=False)
         await self._web_runner.setup()
