@@ -7,7 +7,6 @@ Azure front end waits for an HTTP answer. A bad parameter is a 400 naming it; no
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
+from http_api.common import json_answer
 from shared.doctor import SOURCES, run_doctor
 from shared.validation import InvalidRequest, validate_tenant_id
 
@@ -65,4 +65,4 @@ def doctor_response(params: Mapping[str, str], env: Mapping[str, str]) -> Doctor
 @bp.route(route="doctor", methods=["GET"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
 def doctor(req: func.HttpRequest) -> func.HttpResponse:
     result = doctor_response(req.params, os.environ)
-    return func.HttpResponse(json.dumps(result.body), status_code=result.status, mimetype="application/json")
+    return json_answer(result.status, result.body)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +29,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import live
+from http_api.common import json_answer
 from shared import names
 
 bp = df.Blueprint()
@@ -77,7 +77,7 @@ def _html(name: str) -> func.HttpResponse:
 
 
 def _json(status: int, body: object) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json")
+    return json_answer(status, body)
 
 
 def list_page() -> func.HttpResponse:
