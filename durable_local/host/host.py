@@ -16,7 +16,13 @@ from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
 from durable_local.host.client_binding import website_base_url
-from durable_local.host.config import AppSettings, HostConfigError, apply_local_settings, load_host_json
+from durable_local.host.config import (
+    AppSettings,
+    HostConfigError,
+    apply_local_settings,
+    hub_name_of,
+    load_host_json,
+)
 from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, make_orchestrator
 from durable_local.host.keys import HostKeys
 from durable_local.host.loader import LoadedApp, load_app
@@ -124,7 +130,8 @@ class LocalHost:
         self._website_hostname = os.environ.get("WEBSITE_HOSTNAME")
         settings = load_host_json(self.app_dir)
         if self._hub_override:
-            settings = replace(settings, hub_name=self._hub_override)
+            settings = replace(settings, hub_name_setting=self._hub_override)
+        settings = replace(settings, hub_name=hub_name_of(settings, os.environ))
         self.settings = settings
         self.app = load_app(self.app_dir)
         check_client_task_hubs(self.app, settings.hub_name)
