@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
-from durable_local.host.client_binding import website_base_url
+from durable_local.host.client_binding import client_binding_json, website_base_url
 from durable_local.host.config import (
     AppSettings,
     HostConfigError,
@@ -25,8 +25,9 @@ from durable_local.host.config import (
 )
 from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, make_orchestrator
 from durable_local.host.keys import HostKeys
-from durable_local.host.loader import LoadedApp, load_app
+from durable_local.host.loader import HttpFunction, LoadedApp, TimerFunction, load_app
 from durable_local.host.server import AppServer
+from durable_local.host.timers import FileStatusStore, MemoryStatusStore, StatusStore, TimerHost
 from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import FunctionRegistry, SchedulingMode
 
@@ -97,6 +98,7 @@ class LocalHost:
         self.app: LoadedApp | None = None
         self._engine: DurableEngine | None = None
         self._website_hostname: str | None = None
+        self._timers: TimerHost | None = None
 
     # -- public surface ------------------------------------------------------------------------------
 
@@ -135,6 +137,14 @@ class LocalHost:
         self.settings = settings
         self.app = load_app(self.app_dir)
         check_client_task_hubs(self.app, settings.hub_name)
+        self._timers = TimerHost(
+            self.app,
+            os.environ,
+            store=self._timer_status_store(settings),
+            client_binding=lambda client: client_binding_json(
+                self.public_base_url, settings.hub_name, self.keys, task_hub=client.task_hub, rpc_base=self.base_url
+            ),
+        )
         registry = FunctionRegistry(
             orchestrators={name: make_orchestrator(fn) for name, fn in self.app.orchestrators.items()},
             activities={
@@ -149,6 +159,7 @@ class LocalHost:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._serve(settings), self._loop).result(timeout=30)
         self._engine.start()
+        self._timers.start(self._loop)  # after the engine, as the host starts trigger listeners after extensions
         logger.info("Host started at %s (hub %s)", self.base_url, settings.hub_name)
 
     def stop(self, drain_timeout: float | None = None) -> None:
@@ -158,6 +169,9 @@ class LocalHost:
             return
         if self._site is not None:
             asyncio.run_coroutine_threadsafe(self._site.stop(), loop).result(timeout=30)
+        if self._timers is not None:
+            # No new timer invocation; a running one may finish (it may still start orchestrations).
+            self._timers.stop(loop, self._drain_timeout if drain_timeout is None else drain_timeout)
         if self._engine is not None:
             # The loop stays up while draining: async activities run on it.
             self._engine.stop(drain_timeout=self._drain_timeout if drain_timeout is None else drain_timeout)
@@ -202,13 +216,26 @@ class LocalHost:
         sockets = getattr(self._site._server, "sockets", None) or []
         self._bound_port = int(sockets[0].getsockname()[1]) if sockets else self._port
 
+    def _store_spec_for(self, settings: AppSettings) -> str:
+        return self._store_spec or str(Path.cwd() / ".durable_local" / f"{settings.hub_name}.sqlite")
+
+    def _timer_status_store(self, settings: AppSettings) -> StatusStore:
+        """Timer schedule statuses live next to a SQLite store (they survive restarts, like the host's status blobs);
+        with the memory store, or an engine the caller built, in memory."""
+        if self._engine_factory is not None and self._store_spec is None:
+            return MemoryStatusStore()
+        spec = self._store_spec_for(settings).strip()
+        if spec.lower() == "memory":
+            return MemoryStatusStore()
+        return FileStatusStore(Path(spec + ".timers"))
+
     def _default_engine(self, registry: FunctionRegistry, settings: AppSettings) -> DurableEngine:
         from durable_local.clock import SystemClock
         from durable_local.engine import Engine
         from durable_local.settings import EngineSettings
         from durable_local.storage import open_store
 
-        spec = self._store_spec or str(Path.cwd() / ".durable_local" / f"{settings.hub_name}.sqlite")
+        spec = self._store_spec_for(settings)
         clock = SystemClock()
         self._store = open_store(spec, clock)
         fields: dict[str, Any] = {
@@ -245,7 +272,8 @@ def check_client_task_hubs(app: LoadedApp, hub_name: str) -> None:
     manage the wrong instances. ``%SETTING%`` values are resolved from the environment, as the host does.
     Task hub names compare case-insensitively (Azure Storage names are).
     """
-    for function in app.http:
+    with_clients: list[HttpFunction | TimerFunction] = [*app.http, *app.timers]
+    for function in with_clients:
         for client in function.clients:
             wanted = client.task_hub
             if not wanted:
