@@ -110,6 +110,7 @@ def print_banner(host: LocalHost) -> None:
     for function in host.app.http:
         methods = ",".join(function.methods)
         lines.append(f"        {function.name}: [{methods}] {host.base_url}{prefix}/{function.route.template}")
+    lines += [f"        {timer.name}: timerTrigger ({timer.schedule})" for timer in host.app.timers]
     lines += [f"        {name}: orchestrationTrigger" for name in host.app.orchestrators]
     lines += [f"        {name}: activityTrigger" for name in host.app.activities]
     lines += [f"        {name}: entityTrigger" for name in host.app.entities]

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import cancel, retry_chain, service, view
+from http_api.common import json_answer
 from http_api.tenants import resolver_for
 from shared import names
 from shared.errors import ConfigError
@@ -33,15 +34,17 @@ def _respond(
 ) -> func.HttpResponse:
     body = dict(result.body)
     if result.instance_id is not None:
-        links = client.get_client_response_links(req, result.instance_id)
-        base = req.url.split("/api/", 1)[0]
-        body = {**links, **body, "summaryUri": f"{base}/api/collections/{result.instance_id}"}
-    return func.HttpResponse(json.dumps(body), status_code=result.status, mimetype="application/json")
+        # Not from req: its URL carries whatever Host header the caller sent, and the SDK would copy that origin into
+        # every management URL (with the system key). The binding's URLs come from the host's configured name
+        # (WEBSITE_HOSTNAME on Azure; the local host's own base), and summaryUri takes the same origin.
+        links = client.get_client_response_links(None, result.instance_id)
+        parts = urlsplit(links["statusQueryGetUri"])
+        body = {**links, **body, "summaryUri": f"{parts.scheme}://{parts.netloc}/api/collections/{result.instance_id}"}
+    return json_answer(result.status, body)
 
 
 def _config_error(exc: ConfigError) -> func.HttpResponse:
-    body = {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}}
-    return func.HttpResponse(json.dumps(body), status_code=500, mimetype="application/json")
+    return json_answer(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
 
 
 @bp.route(route="collections", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import azure.functions as func
+
 from shared.models import JsonDict, iso
 from shared.window import CollectionSpec
 
@@ -39,6 +41,15 @@ class ApiResponse:
     body: JsonDict
     instance_id: str | None = None
     """Set when the body should be merged into the Durable check-status payload for this instance."""
+
+
+JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
+"""Headers of every JSON answer: browsers must not sniff a JSON body (which may echo request text) as HTML."""
+
+
+def json_answer(status: int, body: object) -> func.HttpResponse:
+    """A JSON answer of the API (``application/json``, ``nosniff``)."""
+    return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json", headers=JSON_HEADERS)
 
 
 def error(status: int, field: str, rule: str, message: str) -> ApiResponse:

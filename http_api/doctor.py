@@ -14,7 +14,6 @@ signals and the entity's state (``http_api.budget_slots``).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Mapping
@@ -25,7 +24,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from http_api.budget_slots import BudgetToken, Slot, no_token, run_holding
-from http_api.common import ApiResponse, DurableClient
+from http_api.common import ApiResponse, DurableClient, json_answer
 from http_api.tenants import guid_or_error, resolver_for
 from shared.budget_wire import collection_of
 from shared.doctor import SOURCES, run_doctor
@@ -135,4 +134,4 @@ async def _slots(
 @bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
 async def doctor(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
     result = await doctor_response(req.params, os.environ, client)
-    return func.HttpResponse(json.dumps(result.body), status_code=result.status, mimetype="application/json")
+    return json_answer(result.status, result.body)

@@ -30,6 +30,7 @@ import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import live
+from http_api.common import json_answer
 from shared import names
 from shared.log_fields import KQL
 
@@ -79,7 +80,7 @@ def _html(name: str) -> func.HttpResponse:
 
 
 def _json(status: int, body: object) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json")
+    return json_answer(status, body)
 
 
 def list_page() -> func.HttpResponse:

@@ -4,12 +4,13 @@ names), with the same default wherever the collector is started locally."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from durable_local.host.config import load_host_json
+from durable_local.host.config import hub_name_of, load_host_json
 from shared.errors import ConfigError
 from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING, Settings
 
@@ -19,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_host_json_takes_the_hub_name_from_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before, host.json fixed "UalCollector": every app on one storage account shared one task hub."""
     monkeypatch.setenv("TASKHUB_NAME", "UalCollectorStaging")
-    assert load_host_json(REPO).hub_name == "UalCollectorStaging"
+    assert hub_name_of(load_host_json(REPO), os.environ) == "UalCollectorStaging"
     assert json.loads((REPO / "host.json").read_text())["extensions"]["durableTask"]["hubName"] == "%TASKHUB_NAME%"
 
 
@@ -34,7 +35,7 @@ def test_every_local_start_sets_the_default(monkeypatch: pytest.MonkeyPatch) -> 
     example = json.loads((REPO / "local.settings.json.example").read_text())["Values"]
     assert example[TASK_HUB_SETTING] == DEFAULT_TASK_HUB
     monkeypatch.setenv(TASK_HUB_SETTING, example[TASK_HUB_SETTING])
-    assert load_host_json(REPO).hub_name == DEFAULT_TASK_HUB
+    assert hub_name_of(load_host_json(REPO), os.environ) == DEFAULT_TASK_HUB
 
 
 @pytest.mark.parametrize("name", ["ab", "1abc", "ual-collector", "a" * 46, "ual_collector"])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from durable_local.host.config import HostConfigError, apply_local_settings, load_host_json
+from durable_local.host.config import HostConfigError, apply_local_settings, hub_name_of, load_host_json
 from durable_local.host.host import check_client_task_hubs
 from durable_local.host.loader import AppLoadError, load_app
 from tests.host.conftest import APPS
@@ -92,7 +92,7 @@ def test_missing_script_and_import_errors_are_clear(tmp_path: Path) -> None:
 
 def test_host_json_settings() -> None:
     settings = load_host_json(APPS / "basic")
-    assert settings.hub_name == "BasicHub"
+    assert settings.hub_name_setting == "BasicHub" and hub_name_of(settings, {}) == "BasicHub"
     assert settings.max_concurrent_activities == 4
     assert settings.partition_count == 2
     assert settings.max_queue_polling_interval == 1.0
@@ -104,18 +104,18 @@ def test_host_json_settings() -> None:
 def test_host_json_defaults_and_errors(tmp_path: Path) -> None:
     assert load_host_json(tmp_path).route_prefix == "api"
     (tmp_path / "host.json").write_text(
-        json.dumps({"extensions": {"durableTask": {"maxConcurrentActivityFunctions": 0}}})
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"maxConcurrentActivityFunctions": 0}}})
     )
     with pytest.raises(HostConfigError, match="maxConcurrentActivityFunctions"):
         load_host_json(tmp_path)
     assert load_host_json(APPS / "basic").store_inputs_in_orchestration_history is False
     (tmp_path / "host.json").write_text(
-        json.dumps({"extensions": {"durableTask": {"storeInputsInOrchestrationHistory": 1}}})
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"storeInputsInOrchestrationHistory": 1}}})
     )
     with pytest.raises(HostConfigError, match="storeInputsInOrchestrationHistory"):
         load_host_json(tmp_path)
     (tmp_path / "host.json").write_text(
-        json.dumps({"extensions": {"durableTask": {"storeInputsInOrchestrationHistory": True}}})
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"storeInputsInOrchestrationHistory": True}}})
     )
     assert load_host_json(tmp_path).store_inputs_in_orchestration_history is True
 
