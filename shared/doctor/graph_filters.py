@@ -5,9 +5,10 @@ The service filter has two names and the evidence conflicts (docs/real-services.
 the collection ``serviceFilters``, the v1.0 create doc's example and production clients send the single-valued
 ``serviceFilter``. The collector sends both and checks every record anyway; this probe finds out which one the
 tenant's service applies. It creates two more tiny queries over the doctor's 15-minute window, each with one name
-and the service ``Exchange``, while the doctor's unfiltered query runs; a filter is *honoured* when its query
-returned no record of another service although the unfiltered query shows the window holds some, and *ignored* when
-it returned records of other services.
+and the service ``Exchange``, one after the other once the doctor's unfiltered query has finished: the service counts
+every unfinished query against the tenant's limit, and the doctor holds one slot of the tenant budget, so it never
+has more than one query unfinished. A filter is *honoured* when its query returned no record of another service
+although the unfiltered query shows the window holds some, and *ignored* when it returned records of other services.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def scope_result(roles: tuple[str, ...] | None) -> ProbeResult:
 
 @dataclass
 class ServiceFilterProbe:
-    """``graph.filters``: one tiny query per name of the service filter, created beside the doctor's own query."""
+    """``graph.filters``: one tiny query per name of the service filter, each created once the one before finished."""
 
     http: AuditHttpClient
     root: str
@@ -73,26 +74,27 @@ class ServiceFilterProbe:
     refused: dict[str, str] = field(default_factory=dict)
     """Filter name -> why its create was refused."""
 
-    def start(self) -> None:
-        tag = uuid.uuid4().hex[:12]
-        bodies: dict[str, Any] = {"serviceFilter": SERVICE, "serviceFilters": [SERVICE]}
-        for name, value in bodies.items():
-            body = {
-                "displayName": f"ual-doctor-probe-{tag}-{name.lower()}",
-                "filterStartDateTime": format_timestamp(self.window.start),
-                "filterEndDateTime": format_timestamp(self.window.end),
-                name: value,
-            }
-            try:
-                created = self.http.request_json("POST", self.root, json_body=body)
-            except PermanentApiError as exc:
-                if exc.dooms_collection:
-                    raise
-                self.refused[name] = brief(exc)
-                continue
-            query_id = created.get("id") if created else None
-            if isinstance(query_id, str) and query_id:
-                self.queries[name] = query_id
+    def _create(self, name: str, tag: str) -> str | None:
+        """Create the query filtered with ``name``; None when the service refused it (the reason kept)."""
+        value: Any = [SERVICE] if name == "serviceFilters" else SERVICE
+        body = {
+            "displayName": f"ual-doctor-probe-{tag}-{name.lower()}",
+            "filterStartDateTime": format_timestamp(self.window.start),
+            "filterEndDateTime": format_timestamp(self.window.end),
+            name: value,
+        }
+        try:
+            created = self.http.request_json("POST", self.root, json_body=body)
+        except PermanentApiError as exc:
+            if exc.dooms_collection:
+                raise
+            self.refused[name] = brief(exc)
+            return None
+        query_id = created.get("id") if created else None
+        if isinstance(query_id, str) and query_id:
+            self.queries[name] = query_id
+            return query_id
+        return None
 
     def finish(self, unfiltered: list[dict[str, Any]] | None, reserve: float) -> ProbeResult:
         """The verdict, given the records of the doctor's unfiltered query over the same window (None: unread)."""
@@ -101,11 +103,13 @@ class ServiceFilterProbe:
             return skipped(probe, "needs the records of the doctor's unfiltered query (graph.records)")
         others = {str(r.get("service")) for r in unfiltered if str(r.get("service")) != SERVICE}
         verdicts: list[str] = []
+        tag = uuid.uuid4().hex[:12]
         for name in ("serviceFilter", "serviceFilters"):
+            query_id = self._create(name, tag)  # after the previous query finished (or was given up on)
             if name in self.refused:
                 verdicts.append(f"{name} was refused ({self.refused[name]})")
                 continue
-            services = self._services(self.queries.get(name), reserve)
+            services = self._services(query_id, reserve)
             if services is None:
                 verdicts.append(f"{name} could not be checked (its query did not finish in time)")
             elif services - {SERVICE}:

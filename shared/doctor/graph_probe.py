@@ -132,10 +132,6 @@ class GraphProbe:
             "off refuses it with AuditingDisabledTenant)",
         )  # fmt: skip
         self._filters = ServiceFilterProbe(self._http, root, self._window, self.budget, self.sleep)
-        try:
-            self._filters.start()
-        except CollectorError as exc:
-            self.results["graph.filters"] = self._fail("graph.filters", exc)
 
     # --- after them ----------------------------------------------------------------------------------------------
     def finish(self) -> None:
@@ -149,7 +145,10 @@ class GraphProbe:
                 if status.state is QueryState.SUCCEEDED:
                     self.results["graph.records"] = self._read_one_page()
                 if self._filters is not None and "graph.filters" not in self.results:
-                    self.results["graph.filters"] = self._filters.finish(self._records, FINISH_RESERVE_SECONDS / 2)
+                    try:
+                        self.results["graph.filters"] = self._filters.finish(self._records, FINISH_RESERVE_SECONDS / 2)
+                    except CollectorError as exc:
+                        self.results["graph.filters"] = self._fail("graph.filters", exc)
                 if self.budget.exhausted(FINISH_RESERVE_SECONDS / 2):
                     self.results["graph.list"] = skipped("graph.list", self.budget.why_skipped())
                 else:
