@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from datetime import UTC, datetime
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import retry_chain, service, view
 from shared import names
+from shared.clock import utc_now
 from shared.errors import ConfigError
 from shared.settings import Settings
 from shared.sinks import build_sink
@@ -54,7 +54,7 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
+    result = await service.start_collection(client, req.get_body(), settings, utc_now(settings), _new_id, sink=sink)
     return _respond(req, client, result)
 
 
@@ -86,6 +86,6 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
     except ConfigError as exc:
         return _config_error(exc)
     result = await retry_chain.retry_failed(
-        client, collection_id, datetime.now(UTC), sink, retention_days=settings.retention_days
+        client, collection_id, utc_now(settings), sink, retention_days=settings.retention_days
     )
     return _respond(req, client, result)

@@ -22,8 +22,8 @@ import base64
 import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import azure.durable_functions as df
@@ -31,6 +31,9 @@ import azure.functions as func
 
 from http_api import live
 from shared import names
+from shared.clock import utc_now
+from shared.errors import ConfigError
+from shared.settings import Settings
 
 bp = df.Blueprint()
 
@@ -112,4 +115,8 @@ async def collections_list(req: func.HttpRequest, client: df.DurableOrchestratio
     top = parse_top(req.params.get("top"))
     if isinstance(top, str):
         return _json(400, {"error": {"field": "top", "rule": "range", "message": top}})
-    return _json(200, await live.recent_collections(client, datetime.now(UTC), top))
+    try:
+        now = utc_now(Settings.from_env(os.environ))
+    except ConfigError as exc:
+        return _json(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
+    return _json(200, await live.recent_collections(client, now, top))

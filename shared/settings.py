@@ -120,6 +120,10 @@ class Settings:
 
     hosted_on_azure: bool = False
     """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
+    clock_file: str | None = None
+    """Tests only (``COLLECTOR_CLOCK_FILE``): the app's "now" at its edge (HTTP validation, the budget entity) is the
+    wall clock plus the offset this file holds, the file the local host's ``--clock-file`` and the emulator read
+    (``shared.clock``). Refused on Azure."""
 
     def budget(self, source: str) -> BudgetOptions:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
@@ -210,6 +214,7 @@ class Settings:
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
             hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
+            clock_file=reader.optional("COLLECTOR_CLOCK_FILE"),
         )
         _check_consistency(settings)
         return settings
@@ -236,6 +241,8 @@ def _check_consistency(s: Settings) -> None:
         raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
     if s.budget_poll_seconds >= s.budget_lease_seconds:
         raise ConfigError("COLLECTOR_BUDGET_POLL_SECONDS", "must be shorter than COLLECTOR_BUDGET_LEASE_SECONDS")
+    if s.clock_file and s.hosted_on_azure:
+        raise ConfigError("COLLECTOR_CLOCK_FILE", "is a test setting of the local host: remove it on Azure")
     if s.output_connection_string and s.output_account_url:
         raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
 
