@@ -9,6 +9,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +28,7 @@ from m365_emulator.graph_model import (
     jitter,
     parse_create_body,
 )
+from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import count_matching, iter_matching
 from m365_emulator.wire import Reply, Request, api_error, iso_z
@@ -42,12 +44,16 @@ class GraphApi:
         faults: FaultInjector,
         stats: Stats,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        visibility: Callable[[], Visibility] | None = None,
     ) -> None:
         self.tenants = tenants
         self.settings = settings
         self.faults = faults
         self.stats = stats
         self.clock = clock
+        self.visibility = visibility or (lambda: IngestionSettings.immediate().snapshot(time.time()))
+        """What a query created now can see (late records); its ``as_of`` is the emulator's "now"."""
         self._lock = threading.Lock()
         self._queries: dict[str, GraphQuery] = {}
         self._page_reads: Counter[str] = Counter()
@@ -121,12 +127,16 @@ class GraphApi:
         return query
 
     def _create(self, request: Request, tenant_id: str, version: str) -> Reply:
+        seen = self.visibility()  # the query returns what had been ingested when it was created
         try:
             body, start, end, flt = parse_create_body(
-                request.body, datetime.now(UTC), reject_unknown=self.settings.reject_unknown_properties
+                request.body,
+                datetime.fromtimestamp(seen.as_of, UTC),
+                reject_unknown=self.settings.reject_unknown_properties,
             )
         except BadBodyError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
+        flt = replace(flt, visibility=seen)
         faults = self.faults.config
         outcome = "stuck" if faults.stuck_query else "failed" if faults.fail_query else "succeeded"
         if faults.cancel_query:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from m365_emulator.config import TenantSpec
+from m365_emulator.ingestion import Visibility
 from m365_emulator.synth import HOUR, Cursor, SynthRecord, hour_count, hour_records
 
 
@@ -27,6 +28,8 @@ class RecordFilter:
     administrative_unit_ids: frozenset[str] = frozenset()
     keyword: str = ""
     services: frozenset[str] = frozenset()
+    visibility: Visibility | None = None
+    """Only records searchable at ``visibility.as_of`` (late records: ``m365_emulator.ingestion``); None: all."""
 
     @classmethod
     def build(
@@ -73,7 +76,9 @@ class RecordFilter:
             self.administrative_unit_ids & {u.casefold() for u in record.user.admin_units}
         ):
             return False
-        return not (self.keyword and self.keyword not in record.audit_text().casefold())
+        if self.keyword and self.keyword not in record.audit_text().casefold():
+            return False
+        return self.visibility is None or self.visibility.visible(record)
 
 
 def iter_matching(
