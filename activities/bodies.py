@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from activities.chunk_writer import write_chunk
+from activities.reread import write_window
 from shared import chunk_rules, names
 from shared.audit.ports import (
     AuditQueryApi,
@@ -107,7 +107,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             return ActivityResult.split(checked)
         if outcome in (chunk_rules.PENDING, chunk_rules.FAILED):
             return ActivityResult.success(checked)
-        summary = write_chunk(
+        summary = write_window(  # a window read before (a settle pass) is replaced only where it changed
             sink,
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),

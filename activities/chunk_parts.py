@@ -11,13 +11,17 @@ in the order the lane lists them, into the chunk's object. Exactly-once output u
   instead of reading the source again, so the part and the session position the lane carries stay consistent.
 * **Part keys are per call**: a lane gives every call a new key (retries included), so a run whose result the lane
   never saw writes a part the commit does not list.
-* **The commit is idempotent**: the summary sidecar, written last, names the parts it committed; a commit run again
-  for the same parts returns it. SHA-256, size and counts are those of the committed object.
+* **The commit is idempotent**: the summary sidecar, written last, names the parts it committed and their hashes; a
+  commit run again for the same parts returns it. SHA-256, size and counts are those of the committed object.
+* **A window read again** (a settle pass, a follower's re-read: ``activities.reread``) writes parts under the same
+  keys as the read before it; its commit is told apart from a re-run by the parts' hashes, replaces the object only
+  when a part differs, and counts the records it gained as ``late``.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import threading
@@ -26,6 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from activities.chunk_writer import ChunkRecords, _dumps, _quarantine_line
+from activities.reread import with_late
 from shared import names
 from shared.audit.ports import MalformedRecord, RecordPage
 from shared.errors import SinkError
@@ -69,9 +74,12 @@ class PartRecord:
     malformed: list[MalformedRecord] = field(default_factory=list)
     outcome: JsonDict = field(default_factory=dict)
     """What the call returned to the lane (the session position after it): returned again when the call reruns."""
+    sha256: str | None = None
+    """Of the part's staged bytes: a commit of the same keys with other bytes is a new read, not a re-run."""
 
     def to_json(self) -> JsonDict:
         return {
+            "sha256": self.sha256,
             "key": self.key,
             "records": self.records,
             "trimmed": self.trimmed,
@@ -91,6 +99,7 @@ class PartRecord:
             id_bytes=base64.b64decode(data["ids"]),
             malformed=[_malformed_from(m) for m in data.get("malformed") or ()],
             outcome=dict(data.get("outcome") or {}),
+            sha256=data.get("sha256"),
         )
 
 
@@ -197,6 +206,7 @@ class ChunkParts:
             id_bytes=seen.to_bytes(),
             malformed=kept,
             outcome=outcome(),
+            sha256=hashlib.sha256(data).hexdigest(),
         )
         self.sink.stage_part(self.name, key, data)
         write_bytes(self.sink, self._record_name(key), _dumps(record.to_json()))  # last: the part is complete
@@ -205,21 +215,31 @@ class ChunkParts:
         ID_CACHE.put(self.name, [*before, key], known)
         return record
 
-    def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
-        """The summary of the commit of exactly the parts ``keys``, when it happened."""
+    def _sidecar(self) -> JsonDict | None:
         existing = self.sink.read_bytes(names.summary_object_name(self.name))
-        if existing is None:
+        return dict(json.loads(existing)) if existing is not None else None
+
+    def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
+        """The summary of the commit of exactly these parts ``keys`` (or of parts with the same bytes under the same
+        keys: a read of the window that found nothing new), when it happened."""
+        written = self._sidecar()
+        if written is None or written.get("parts") != list(keys):
             return None
-        written = json.loads(existing)
-        return ChunkSummary.from_json(written) if written.get("parts") == list(keys) else None
+        staged = [self.load(key) for key in keys]
+        if any(record is None for record in staged):  # discarded by that very commit: this is its re-run
+            return ChunkSummary.from_json(written)
+        same = written.get("partSha256") == [record.sha256 for record in staged if record is not None]
+        return ChunkSummary.from_json(written) if same else None
 
     def commit(self, keys: Sequence[str], *, attempt: int, incomplete: bool) -> ChunkSummary:
         """Make the chunk object from the parts ``keys`` (+ quarantine, + summary sidecar); returns the summary."""
         sidecar = names.summary_object_name(self.name)
         done = self.committed(keys)
-        if done is not None:  # this very commit ran before (its activity ran twice)
+        if done is not None:  # this very commit ran before (its activity ran twice), or the window has not changed
             self.discard(keys)
             return done
+        earlier = self._sidecar()  # an earlier read of this window (a settle pass): count what it did not return
+        previous = ChunkSummary.from_json(earlier) if earlier is not None else None
         records = [self._require(key) for key in keys]
         quarantine = Quarantine(self.chunk.window())
         for record in records:
@@ -245,7 +265,9 @@ class ChunkParts:
             quarantine_blob=quarantine_name,
             attempts=attempt,
         )
-        write_bytes(self.sink, sidecar, _dumps({**summary.to_json(), "parts": list(keys)}))
+        summary = with_late(summary, previous)
+        hashes = [record.sha256 for record in records]
+        write_bytes(self.sink, sidecar, _dumps({**summary.to_json(), "parts": list(keys), "partSha256": hashes}))
         self.discard(keys)
         return summary
 

@@ -161,6 +161,9 @@ class ChunkSummary:
     attempts: int = 1
     untimed: int = 0
     """Of ``malformed``: records whose time could not be read (the manifest counts them once per collection)."""
+    late: int = 0
+    """Records of this window that its first read did not return and a later read of it did (they reached the
+    audit log late: ``activities.reread``); 0 for a window read once."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -176,6 +179,7 @@ class ChunkSummary:
             "quarantineBlob": self.quarantine_blob,
             "attempts": self.attempts,
             "untimed": self.untimed,
+            "late": self.late,
         }
 
     @classmethod
@@ -193,6 +197,7 @@ class ChunkSummary:
             quarantine_blob=data.get("quarantineBlob"),
             attempts=int(data.get("attempts", 1)),
             untimed=int(data.get("untimed", 0)),
+            late=int(data.get("late", 0)),
         )
 
 
