@@ -265,6 +265,7 @@ def test_manifest_flags_the_windows_that_may_still_gain_late_records() -> None:
         "assumedHours": 24.0,
         "provisional": [{"start": "2024-11-17T11:00:00Z", "end": "2024-11-17T13:00:00Z"}],
         "settledAfter": "2024-11-18T13:00:00Z",
+        "final": False,
     }
     assert manifest["totals"]["provisionalChunks"] == 2  # chunks that overlap a provisional part
     assert [c["provisional"] for c in manifest["chunks"]] == [False, True, True]

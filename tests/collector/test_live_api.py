@@ -57,6 +57,7 @@ def test_summary_carries_the_header_and_the_grid_of_a_running_collection() -> No
         "assumedHours": 24.0,
         "provisional": [{"start": "2024-11-17T12:00:00Z", "end": "2024-11-18T10:00:00Z"}],
         "settledAfter": "2024-11-19T10:00:00Z",
+        "final": False,
     }
     grid = body["grid"]
     assert grid["cells"] == 6 and grid["intervalSeconds"] == 4 * 3600
