@@ -151,6 +151,8 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         "budget": source.get("budget"),
         "manifest": output.get("manifest"),
         "chain": output.get("chain"),  # a finished retry link: its chain's headline (the manifest proves it)
+        "settling": progress.get("settling") if not output and not stopped else None,  # waiting to read late windows
+        "settled": output.get("settled"),  # a settle collection's second pass: windows read again, late records
         "latency": _latency(spec, payload),
         "expired": _expired(payload),
         "outputPrefix": names.collection_prefix(spec.tenant_id, spec.collection_id) if spec else None,

@@ -103,6 +103,9 @@ class Settings:
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
     delete_queries: bool = False
     """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
+    settle_default: bool = False
+    """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
+    late-arrival band has passed (``orchestrators.settle``)."""
     fast_sdk_timestamps: bool = True
     """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
     budget_exchange: int = 3
@@ -204,6 +207,7 @@ class Settings:
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
             delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
+            settle_default=reader.flag("COLLECTOR_SETTLE_DEFAULT", d.settle_default),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),

@@ -43,6 +43,7 @@ _ALLOWED_FIELDS = frozenset(
         "filters",
         "collectionId",
         "highCompleteness",
+        "settle",
     }
 )
 _FILTER_FIELDS = {
@@ -80,6 +81,8 @@ class CollectionRequest:
     collection_id: str | None
     chunk_count: int
     high_completeness: bool = False
+    settle: bool = False
+    """Read the provisional windows again once their late-arrival band has passed (``orchestrators.settle``)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -93,6 +96,7 @@ class CollectionRequest:
             "collectionId": self.collection_id,
             "chunkCount": self.chunk_count,
             "highCompleteness": self.high_completeness,
+            "settle": self.settle,
         }
 
     @classmethod
@@ -108,6 +112,7 @@ class CollectionRequest:
             collection_id=data.get("collectionId"),
             chunk_count=int(data["chunkCount"]),
             high_completeness=bool(data.get("highCompleteness", False)),
+            settle=bool(data.get("settle", False)),
         )
 
 
@@ -197,8 +202,11 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             f"collectionId must be lower case (use {collection_id.lower()!r}): ids that differ only in case would "
             "collide in the Durable Task Framework",
         )
+    settle = body.get("settle", settings.settle_default)
+    if not isinstance(settle, bool):
+        raise InvalidRequest("settle", "type", "settle must be true or false")
     return CollectionRequest(
-        tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness
+        tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness, settle
     )
 
 
