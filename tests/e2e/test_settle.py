@@ -40,7 +40,10 @@ def test_a_settle_collection_over_the_last_day_turns_final_by_itself(
         assert response.status_code == 202, response.text
         settling = wait_for(host, "settle-day", "settling")
         assert settling["runtimeStatus"] == "Running"
-        assert settling["settling"] == {"until": (end + timedelta(days=1)).isoformat().replace("+00:00", "Z"), "windows": 6}
+        assert settling["settling"] == {
+            "until": (end + timedelta(days=1)).isoformat().replace("+00:00", "Z"),
+            "windows": 6,
+        }
         first = host.manifest("settle-day")
         assert first["latency"]["final"] is False and first["totals"]["provisionalChunks"] == 6
         ingested = set(emulator.ground_truth_ids(TENANT, start, end, visible_at=clock.now()))
