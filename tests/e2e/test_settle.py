@@ -11,6 +11,7 @@ from pathlib import Path
 
 from durable_local.clock import OffsetFileClock
 from m365_emulator import Emulator
+from shared.models import iso
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import TENANT, Host, body, serve
 
@@ -41,7 +42,7 @@ def test_a_settle_collection_over_the_last_day_turns_final_by_itself(
         settling = wait_for(host, "settle-day", "settling")
         assert settling["runtimeStatus"] == "Running"
         assert settling["settling"] == {
-            "until": (end + timedelta(days=1)).isoformat().replace("+00:00", "Z"),
+            "until": iso(end + timedelta(days=1)),
             "windows": 6,
         }
         first = host.manifest("settle-day")
