@@ -208,7 +208,7 @@ def status(spec: FollowSpec, state: FollowState, now: datetime, running: Pass | 
         "everyMinutes": spec.every.total_seconds() / 60,
         "delayMinutes": spec.delay.total_seconds() / 60,
         "maxConcurrency": spec.options.max_concurrency,
-        "state": phase,
+        "status": phase,
         "covered": {"start": iso(spec.start), "end": iso(state.covered_until)},
         "lagSeconds": (now - state.covered_until).total_seconds(),
         "provisional": {

@@ -103,6 +103,11 @@ class Settings:
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
     delete_queries: bool = False
     """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
+    follow_every_minutes: int = 15
+    """How often a follower wakes by default, and its default window size (``POST /api/follows``)."""
+    follow_delay_minutes: int = 90
+    """A follower reads a window first once it closed this long ago: the service's usual delay (availability is
+    "typically 60 to 90 minutes"), so a first read is not mostly empty."""
     settle_default: bool = False
     """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
     late-arrival band has passed (``orchestrators.settle``)."""
@@ -208,6 +213,8 @@ class Settings:
             ),
             delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
             settle_default=reader.flag("COLLECTOR_SETTLE_DEFAULT", d.settle_default),
+            follow_every_minutes=reader.number("COLLECTOR_FOLLOW_EVERY_MINUTES", d.follow_every_minutes, int, 1, 1440),
+            follow_delay_minutes=reader.number("COLLECTOR_FOLLOW_DELAY_MINUTES", d.follow_delay_minutes, int, 0, 1440),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),

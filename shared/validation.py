@@ -187,6 +187,12 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest(
             "collectionId", "reserved", f"collectionId {collection_id!r} is a path of the API (the collections page)"
         )
+    if collection_id is not None and collection_id.lower().startswith("follow-"):
+        raise InvalidRequest(
+            "collectionId",
+            "reserved",
+            "collectionId may not start with follow-: followers name their days' collections so",
+        )
     if collection_id is not None and is_retry_id(collection_id):
         raise InvalidRequest(
             "collectionId", "reserved", "collectionId may not end in -retry-<number>: retry-failed names its retries so"
