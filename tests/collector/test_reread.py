@@ -82,3 +82,41 @@ def test_an_exchange_window_read_again_commits_the_new_read(tmp_path: Path) -> N
     stored = sink.read_bytes(OBJECT) or b""
     assert len(stored.splitlines()) == 8
     assert one_pass(8).late == 3, "the same records again: nothing more is late"
+
+
+def test_a_reread_whose_submit_died_after_its_intent_never_finds_the_first_reads_query() -> None:
+    """The first read's query has the window's plain name; a read again names its query after the content it reads
+    over, so a re-run submit that looks its query up by name (its worker died between recording the intent and the
+    query id) cannot pick up the first read's query and its stale records (a follower killed mid-settle did)."""
+    from activities import bodies
+    from shared.models import ActivityResult
+    from tests.collector.fakes import FakeQueryApi
+
+    class NamedQueries(FakeQueryApi):
+        def __init__(self) -> None:
+            super().__init__([record(i, T0 + timedelta(minutes=i)) for i in range(5)], polls_until_done=1)
+            self.names: dict[str, str] = {}
+
+        def create_query(self, window, filters, *, display_name):  # type: ignore[no-untyped-def]
+            query = super().create_query(window, filters, display_name=display_name)
+            self.names[query] = display_name
+            return query
+
+        def find_query(self, window, *, display_name):  # type: ignore[no-untyped-def]
+            return next((q for q, name in self.names.items() if name == display_name), None)
+
+    api, sink = NamedQueries(), MemorySink()
+    payload = {"collectionId": "c1", "tenantId": TENANT, "chunk": CHUNK.to_json(), "filters": {}, "attempt": 1}
+    first = ActivityResult.from_json(bodies.graph_submit(api, sink, payload)).data["queryId"]
+    collected = ActivityResult.from_json(bodies.graph_collect(api, sink, {**payload, "queryId": first}))
+    assert collected.ok and collected.data["summary"]["records"] == 5
+    for name in sink.list_names(names.parts_prefix(TENANT, "c1")):  # finalize after the first pass
+        sink.delete(name)
+    # the second pass's submit: its intent is recorded, then its worker dies before the query id is
+    again = ActivityResult.from_json(bodies.graph_submit(api, sink, payload)).data["queryId"]
+    record_name = names.query_record_name(OBJECT)
+    intent = json.loads(sink.read_bytes(record_name) or b"")
+    sink.write_stream(record_name, [json.dumps({k: v for k, v in intent.items() if k != "queryId"}).encode()])
+    rerun = ActivityResult.from_json(bodies.graph_submit(api, sink, payload)).data["queryId"]
+    assert again != first and rerun == again, "the re-run found this read's query, not the first read's"
+    assert api.names[again].startswith(api.names[first] + "-")
