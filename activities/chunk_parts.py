@@ -220,16 +220,27 @@ class ChunkParts:
         return dict(json.loads(existing)) if existing is not None else None
 
     def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
-        """The summary of the commit of exactly these parts ``keys`` (or of parts with the same bytes under the same
-        keys: a read of the window that found nothing new), when it happened."""
+        """The summary of this read's commit of exactly the parts ``keys`` (or of parts with the same bytes under the
+        same keys: nothing new), when it happened.
+
+        This read's commit is the one its commit record names (``parts/<window>/commit.json``, kept until finalize
+        clears ``parts/`` at the end of the pass): a later pass reading the window again writes its first part under
+        the key the earlier read used, and must not take the earlier read's summary for its own.
+        """
         written = self._sidecar()
         if written is None or written.get("parts") != list(keys):
             return None
+        summary = ChunkSummary.from_json(written)
+        if "partSha256" not in written:  # committed by a version that recorded no commit: its sidecar says it
+            return summary
+        commit = self.sink.read_bytes(self._record_name("commit"))
+        if commit is None:
+            return None  # an earlier pass's commit: this is a read of its own
         staged = [self.load(key) for key in keys]
         if any(record is None for record in staged):  # discarded by that very commit: this is its re-run
-            return ChunkSummary.from_json(written)
-        same = written.get("partSha256") == [record.sha256 for record in staged if record is not None]
-        return ChunkSummary.from_json(written) if same else None
+            return summary
+        same = json.loads(commit).get("partSha256") == [record.sha256 for record in staged if record is not None]
+        return summary if same else None
 
     def commit(self, keys: Sequence[str], *, attempt: int, incomplete: bool) -> ChunkSummary:
         """Make the chunk object from the parts ``keys`` (+ quarantine, + summary sidecar); returns the summary."""
@@ -268,6 +279,7 @@ class ChunkParts:
         summary = with_late(summary, previous)
         hashes = [record.sha256 for record in records]
         write_bytes(self.sink, sidecar, _dumps({**summary.to_json(), "parts": list(keys), "partSha256": hashes}))
+        write_bytes(self.sink, self._record_name("commit"), _dumps({"parts": list(keys), "partSha256": hashes}))
         self.discard(keys)
         return summary
 

@@ -120,3 +120,21 @@ def test_a_reread_whose_submit_died_after_its_intent_never_finds_the_first_reads
     rerun = ActivityResult.from_json(bodies.graph_submit(api, sink, payload)).data["queryId"]
     assert again != first and rerun == again, "the re-run found this read's query, not the first read's"
     assert api.names[again].startswith(api.names[first] + "-")
+
+
+def test_an_exchange_lane_reading_a_window_again_is_not_taken_for_a_rerun_of_the_earlier_commit() -> None:
+    """The lane's first call of a second pass has the key the earlier read's only call had: before the commit record,
+    it found the earlier read's sidecar, took it for its own commit run again and returned the old summary (the
+    settle e2e over Exchange kept every window as first read)."""
+    from tests.collector.fakes import FakeSearchApi
+    from tests.collector.test_chain_manifest import collect
+
+    api, sink = FakeSearchApi([record(i, T0 + timedelta(minutes=i)) for i in range(5)], block_size=20), MemorySink()
+    collect(api, sink, "c1", CHUNK)
+    for name in sink.list_names(names.parts_prefix(TENANT, "c1")):  # finalize at the end of the pass
+        sink.delete(name)
+    api.records = [record(i, T0 + timedelta(minutes=i)) for i in range(8)]  # three arrived late
+    collect(api, sink, "c1", CHUNK)
+    summary = ChunkSummary.from_json(json.loads(sink.read_bytes(names.summary_object_name(OBJECT)) or b""))
+    assert (summary.records, summary.late) == (8, 3)
+    assert len((sink.read_bytes(OBJECT) or b"").splitlines()) == 8

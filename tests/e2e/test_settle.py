@@ -9,6 +9,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from durable_local.clock import OffsetFileClock
 from m365_emulator import Emulator
 from shared.models import iso
@@ -29,15 +31,17 @@ def wait_for(host: Host, collection_id: str, predicate: str, limit: float = 120.
     raise AssertionError(f"{collection_id} never reached {predicate}: {summary}\n{host.log_tail()}")
 
 
+@pytest.mark.parametrize("source", ["graph", "exchange"])
 def test_a_settle_collection_over_the_last_day_turns_final_by_itself(
-    make_emulator: MakeEmulator, tmp_path: Path
+    make_emulator: MakeEmulator, tmp_path: Path, source: str
 ) -> None:
     clock = OffsetFileClock(tmp_path / "clock")
     emulator: Emulator = make_emulator(records_per_hour=60.0, clock=clock.now)
     now = clock.now().replace(minute=0, second=0, microsecond=0)
     start, end = now - timedelta(days=1), now
     with serve(emulator, tmp_path, clock_file=clock.path) as host:
-        response = host.post(body(end, start=start, interval=240, k=3, collectionId="settle-day", settle=True))
+        request = body(end, start=start, interval=240, k=3, collectionId="settle-day", settle=True, source=source)
+        response = host.post(request)
         assert response.status_code == 202, response.text
         settling = wait_for(host, "settle-day", "settling")
         assert settling["runtimeStatus"] == "Running"
