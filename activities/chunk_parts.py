@@ -21,6 +21,7 @@ in the order the lane lists them, into the chunk's object. Exactly-once output u
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import logging
@@ -121,25 +122,30 @@ class _AfterParts(Deduplicator):
 
 
 class _IdCache:
-    """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back."""
+    """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back.
+
+    An entry also names the read it belongs to (``epoch``: the hash of the window's object when that read began,
+    None for a first read): a later pass reading the window again writes parts under the same keys, and a worker
+    that cached the earlier read's ids must not take them for this read's.
+    """
 
     def __init__(self, size: int = 32) -> None:
-        self._entries: OrderedDict[str, tuple[tuple[str, ...], IdSet]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[tuple[str, ...], str | None, IdSet]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def get(self, name: str, keys: Sequence[str]) -> IdSet | None:
-        """The ids of the parts ``keys`` when cached; the caller must not change the set."""
+    def get(self, name: str, keys: Sequence[str], epoch: str | None = None) -> IdSet | None:
+        """The ids of the parts ``keys`` of the read ``epoch`` when cached; the caller must not change the set."""
         with self._lock:
             entry = self._entries.get(name)
-            if entry is None or entry[0] != tuple(keys):
+            if entry is None or entry[0] != tuple(keys) or entry[1] != epoch:
                 return None
             self._entries.move_to_end(name)
-            return entry[1]
+            return entry[2]
 
-    def put(self, name: str, keys: Sequence[str], ids: IdSet) -> None:
+    def put(self, name: str, keys: Sequence[str], ids: IdSet, epoch: str | None = None) -> None:
         with self._lock:
-            self._entries[name] = (tuple(keys), ids)
+            self._entries[name] = (tuple(keys), epoch, ids)
             self._entries.move_to_end(name)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
@@ -163,6 +169,12 @@ class ChunkParts:
     def _record_name(self, key: str) -> str:
         return names.part_record_name(self.name, key)
 
+    @functools.cached_property
+    def _epoch(self) -> str | None:
+        """Which read of the window this is: the hash of its object when the read began (None: never read)."""
+        written = self._sidecar()
+        return str(written.get("sha256")) if written is not None else None
+
     def load(self, key: str) -> PartRecord | None:
         """The record of part ``key``, when that part was written (by an earlier run of the same call)."""
         data = self.sink.read_bytes(self._record_name(key))
@@ -177,13 +189,13 @@ class ChunkParts:
 
     def ids_before(self, keys: Sequence[str]) -> IdSet:
         """Every record id in the parts ``keys`` (not to be changed: it may be the cached set)."""
-        cached = ID_CACHE.get(self.name, keys)
+        cached = ID_CACHE.get(self.name, keys, self._epoch)
         if cached is not None:
             return cached
         ids = IdSet()
         for key in keys:
             ids.update(IdSet.from_bytes(self._require(key).id_bytes))
-        ID_CACHE.put(self.name, keys, ids)
+        ID_CACHE.put(self.name, keys, ids, self._epoch)
         return ids
 
     def write(
@@ -212,7 +224,7 @@ class ChunkParts:
         write_bytes(self.sink, self._record_name(key), _dumps(record.to_json()))  # last: the part is complete
         known = prior.copy()
         known.update(seen)
-        ID_CACHE.put(self.name, [*before, key], known)
+        ID_CACHE.put(self.name, [*before, key], known, self._epoch)
         return record
 
     def _sidecar(self) -> JsonDict | None:

@@ -138,3 +138,42 @@ def test_an_exchange_lane_reading_a_window_again_is_not_taken_for_a_rerun_of_the
     summary = ChunkSummary.from_json(json.loads(sink.read_bytes(names.summary_object_name(OBJECT)) or b""))
     assert (summary.records, summary.late) == (8, 3)
     assert len((sink.read_bytes(OBJECT) or b"").splitlines()) == 8
+
+
+def test_a_worker_that_cached_the_earlier_reads_ids_does_not_use_them_for_the_read_again() -> None:
+    """The ids of a lane's parts are cached per process, keyed by the part keys; a later pass writes parts under the
+    same keys. A worker still holding the earlier read's ids of part 0 must not dedupe this read's part 1 against them
+    (with late records early in the window, this read's part 1 starts with records of the earlier part 0)."""
+    from activities import bodies
+    from activities.chunk_parts import ID_CACHE
+    from shared.id_set import IdSet
+    from shared.models import ActivityResult
+    from tests.collector.fakes import FakeSearchApi
+
+    def calls(api: FakeSearchApi, sink: MemorySink, stale: IdSet | None = None) -> ChunkSummary:
+        cursor = None
+        base = {"collectionId": "c1", "tenantId": TENANT, "chunk": CHUNK.to_json(), "filters": {}, "attempt": 1}
+        for number in range(50):
+            result = ActivityResult.from_json(
+                bodies.exchange_collect(api, sink, {**base, "cursor": cursor, "call": number})
+            )
+            assert result.ok, result
+            if "summary" in result.data:
+                return ChunkSummary.from_json(result.data["summary"])
+            cursor = result.data["cursor"]
+            if stale is not None and number == 0:  # the next call runs in a worker that ran the earlier read's call 0
+                ID_CACHE.put(OBJECT, [part_key(0)], stale)
+        raise AssertionError("never committed")
+
+    ID_CACHE.clear()
+    api, sink = FakeSearchApi([record(i, T0 + timedelta(minutes=i)) for i in range(8)], block_size=4), MemorySink()
+    calls(api, sink)
+    for name in sink.list_names(names.parts_prefix(TENANT, "c1")):  # finalize at the end of the pass
+        sink.delete(name)
+    earlier_part = IdSet()
+    for i in range(4):
+        earlier_part.add(f"rec-{i:06d}")
+    late = [record(100 + i, T0 + timedelta(seconds=10 + i)) for i in range(3)]
+    api.records = sorted([*api.records, *late], key=lambda r: str(r["createdDateTime"]))
+    summary = calls(api, sink, stale=earlier_part)
+    assert (summary.records, summary.late) == (11, 3)
