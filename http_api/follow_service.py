@@ -65,7 +65,7 @@ async def start_follow(
         return _running(follow, existing, request)
     resumed: tuple[FollowSpec, FollowState] | None = None
     if runtime is not None:
-        resumed = _last_state(existing)
+        resumed = _last_state(existing, resuming=True)
         if resumed is not None and resumed[0].interval.total_seconds() != request.interval_minutes * 60:
             was = resumed[0].interval.total_seconds() / 60
             return error(
@@ -130,15 +130,23 @@ def _running(follow: str, status: Any, request: FollowRequest) -> ApiResponse:
     return ApiResponse(200, {"followId": follow, "existing": True}, follow)
 
 
-def _last_state(status: Any) -> tuple[FollowSpec, FollowState] | None:
+PASS_NUMBER_GAP = 1000
+"""A follower resumed from its input (it was terminated mid-cycle) numbers its passes this far on: the passes its last
+cycle started may still run, and a new pass must not take one of their instance ids."""
+
+
+def _last_state(status: Any, *, resuming: bool = False) -> tuple[FollowSpec, FollowState] | None:
     """A stopped follower's spec and state from its output; a terminated one's from its input (the state its last
     cycle began with: a pass it was running is read again, which changes nothing but the time)."""
-    for source in (json_field(getattr(status, "output", None)), json_field(getattr(status, "input_", None))):
+    sources = ((json_field(getattr(status, "output", None)), 0), (json_field(getattr(status, "input_", None)), 1))
+    for source, from_input in sources:
         if isinstance(source, dict) and isinstance(source.get("spec"), dict) and isinstance(source.get("state"), dict):
             try:
-                return FollowSpec.from_json(source["spec"]), FollowState.from_json(source["state"])
+                spec, state = FollowSpec.from_json(source["spec"]), FollowState.from_json(source["state"])
             except (KeyError, TypeError, ValueError):
                 return None
+            state.passes += PASS_NUMBER_GAP * from_input * resuming
+            return spec, state
     return None
 
 

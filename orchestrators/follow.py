@@ -1,9 +1,10 @@
 """The follower orchestrator: one eternal orchestration per (tenant, source, filters) keeps its audit log flowing.
 
-Each execution is one cycle (``shared.follow_plan``): it runs this cycle's passes one after another, each a
-collection (the collect orchestrator as a sub-orchestration, over the day's windows that are due, with the day's
-collection id, so every read of a window lands on that window's one object), applies each pass's output, then waits
-for its next wake on a durable timer, or for a ``stop`` event, and continues as new with its state. History
+Each execution is one step of a cycle (``shared.follow_plan``): it runs the passes that are due one after another,
+each a collection (the collect orchestrator as a sub-orchestration, over the day's windows that are due, with the
+day's collection id, so every read of a window lands on that window's one object), applies each pass's output and
+continues as new with its state; an execution with nothing due waits for the next wake on a durable timer, or for a
+``stop`` event. History
 therefore holds one cycle whatever the follower's age, and a host that was down for hours resumes the timer that
 came due and catches up from where coverage ends, at most ``MAX_NEW_WINDOWS`` per cycle, each pass K-bounded like
 any collection (and taking the tenant budget like any collection).
@@ -59,7 +60,8 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
         raise TypeError(f"follow_orchestrator expects an object input, got {type(payload).__name__}")
     spec = FollowSpec.from_json(payload["spec"])
     state = FollowState.from_json(payload["state"])
-    for due in plan(spec, state, context.current_utc_datetime):
+    passes = plan(spec, state, context.current_utc_datetime)
+    for due in passes:
         context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due))
         failed: str | None = None
         try:
@@ -77,7 +79,9 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
     now = context.current_utc_datetime
     state.next_wake = next_wake(spec, state, now)
     context.set_custom_status(status(spec, state, now))
-    if state.next_wake > now:
+    # After passes, the wait happens in a fresh execution: its input then holds the state the passes left, which is
+    # where a follower terminated while waiting resumes, and its history stays a few events long while it waits.
+    if not passes and state.next_wake > now:
         # The stop event is created only here, where it is awaited: the extension's shim awaits actions in order,
         # and an event raised meanwhile (or carried over from an earlier execution) is delivered when it is awaited.
         timer = context.create_timer(state.next_wake)

@@ -109,3 +109,22 @@ def test_one_follower_per_key_a_clean_stop_and_a_restart_that_goes_on(served: An
     assert requests.get(f"{host.base}/api/follows/not-a-follower", timeout=30).status_code == 400
     taken = host.post(harness_body(start + timedelta(hours=1), start=start, collectionId=f"{follow}-20240101"))
     assert (taken.status_code, taken.json()["error"]["rule"]) == (400, "reserved"), "a follower's day is its own"
+
+
+def test_a_terminated_follower_resumes_from_the_cycle_it_was_in(served: Any) -> None:
+    host, clock = served
+    start = clock.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
+    body = {"tenantId": TENANT, "startDate": iso(start), "intervalMinutes": 60}
+    follow = requests.post(f"{host.base}/api/follows", json=body, timeout=30).json()["followId"]
+    caught_up = until(host, follow, lambda s: s["running"] is None and s["passes"] >= 1, "never caught up")
+    terminate = requests.post(f"{host.base}/runtime/webhooks/durabletask/instances/{follow}/terminate", timeout=30)
+    assert terminate.status_code == 202, terminate.text
+    until(host, follow, lambda s: s["runtimeStatus"] == "Terminated", "never terminated")
+    assert summary(host, follow)["status"] == "terminated"
+    clock.advance(timedelta(hours=2))
+    resumed = requests.post(f"{host.base}/api/follows", json=body, timeout=30)
+    assert resumed.status_code == 202 and resumed.json()["resumed"] is True, resumed.text
+    assert resumed.json()["coveredUntil"] == caught_up["covered"]["end"]
+    going = until(host, follow, lambda s: s["covered"]["end"] > caught_up["covered"]["end"], "never went on")
+    # the passes its last cycle may have left running keep their ids: the resumed follower numbers its own far on
+    assert going["passes"] >= 1000
