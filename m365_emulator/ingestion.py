@@ -76,7 +76,7 @@ class Visibility:
 
 
 _CACHE: dict[str, tuple[float, float]] = {}
-_CACHE_LIMIT = 1_000_000
+_CACHE_LIMIT = 200_000
 
 
 def _draws(record_id: str) -> tuple[float, float]:
