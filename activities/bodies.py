@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from activities.chunk_writer import write_chunk
+from activities.reread import earlier_read, write_window
 from shared import chunk_rules, names
 from shared.audit.filter_check import FilterCheck
 from shared.audit.ports import (
@@ -61,26 +61,33 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
     chunk = Chunk.from_json(payload["chunk"])
 
     def body() -> ActivityResult:
-        display = query_display_name(str(payload["collectionId"]), chunk)
         # An earlier run may have created the query: a failed attempt, or this very attempt run twice (the worker
         # died after the create, before its result was recorded: crash points C8/C9, where the payload's ``attempt``
         # is unchanged). Reuse it: the quota counts creates, and a lost id would leak a live query. The chunk's
         # submit record says what earlier runs did; only a run that died between its intent and its id leaves the
         # question open, and only then is the tenant's query list searched by name (a page per hundred queries).
-        record = names.query_record_name(
-            names.chunk_object_name(str(payload["tenantId"]), str(payload["collectionId"]), chunk.start, chunk.end)
+        chunk_name = names.chunk_object_name(
+            str(payload["tenantId"]), str(payload["collectionId"]), chunk.start, chunk.end
         )
+        record = names.query_record_name(chunk_name)
+        # A window read before (a settle pass, a follower's re-read) needs a query of its own, created now: its name
+        # carries the content it reads over, so a look-up by name never finds the earlier read's query.
+        over = earlier_read(sink, chunk_name)
+        after = over.sha256 if over is not None else None
+        display = query_display_name(str(payload["collectionId"]), chunk) + (f"-{after[:8]}" if after else "")
         earlier = sink.read_bytes(record)
-        known = json.loads(earlier).get("queryId") if earlier is not None else None
-        if known:
-            return ActivityResult.success({"queryId": str(known)})
+        recorded = json.loads(earlier) if earlier is not None else None
+        if recorded is not None and recorded.get("after") != after:
+            recorded = None  # left by a read before the window's current content: not this read's query
+        if recorded is not None and recorded.get("queryId"):
+            return ActivityResult.success({"queryId": str(recorded["queryId"])})
         query_id = None
-        if earlier is not None and isinstance(api, FindsQueries):
-            query_id = api.find_query(chunk.window(), display_name=display)
+        if recorded is not None and isinstance(api, FindsQueries):
+            query_id = api.find_query(chunk.window(), display_name=str(recorded.get("displayName") or display))
         if query_id is None:
-            write_bytes(sink, record, json.dumps({"displayName": display}).encode())
+            write_bytes(sink, record, json.dumps({"displayName": display, "after": after}).encode())
             query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
-        write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id}).encode())
+        write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id, "after": after}).encode())
         return ActivityResult.success({"queryId": query_id})
 
     return _guard(body)
@@ -114,7 +121,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             return ActivityResult.split(checked)
         if outcome in (chunk_rules.PENDING, chunk_rules.FAILED):
             return ActivityResult.success(checked)
-        summary = write_chunk(
+        summary = write_window(  # a window read before (a settle pass) is replaced only where it changed
             sink,
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
 import azure.durable_functions as df
@@ -14,6 +13,7 @@ from http_api import cancel, retry_chain, service, view
 from http_api.common import json_answer
 from http_api.tenants import resolver_for
 from shared import names
+from shared.clock import utc_now
 from shared.errors import ConfigError
 from shared.settings import Settings
 from shared.sinks import ChunkSink, build_sink
@@ -59,7 +59,7 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
     except ConfigError as exc:
         return _config_error(exc)
     result = await service.start_collection(
-        client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink, resolve=resolver_for(settings)
+        client, req.get_body(), settings, utc_now(settings), _new_id, sink=sink, resolve=resolver_for(settings)
     )
     return _respond(req, client, result)
 
@@ -94,10 +94,11 @@ async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrat
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
     try:
-        sink = build_sink(_settings())
+        settings = _settings()
+        sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await cancel.cancel_collection(client, collection_id, lambda: datetime.now(UTC), sink)
+    result = await cancel.cancel_collection(client, collection_id, lambda: utc_now(settings), sink)
     return _respond(req, client, result)
 
 
@@ -115,6 +116,6 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
     except ConfigError as exc:
         return _config_error(exc)
     result = await retry_chain.retry_failed(
-        client, collection_id, datetime.now(UTC), sink, settings=settings, resolve=resolver_for(settings)
+        client, collection_id, utc_now(settings), sink, settings=settings, resolve=resolver_for(settings)
     )
     return _respond(req, client, result)

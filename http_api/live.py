@@ -181,4 +181,9 @@ def _created(status: Any) -> datetime:
 
 
 def _is_collection(status: Any) -> bool:
-    return getattr(status, "name", None) in (names.ORCHESTRATOR_COLLECT, None)
+    """A collection started through the API; a follower's passes are listed under their follower instead."""
+    if getattr(status, "name", None) not in (names.ORCHESTRATOR_COLLECT, None):
+        return False
+    payload = json_field(getattr(status, "input_", None))
+    request = payload.get("request") if isinstance(payload, dict) else None
+    return not (isinstance(request, dict) and request.get("follow"))

@@ -42,6 +42,7 @@ def _normalised(request: JsonDict) -> dict[str, Any]:
         value = filters.get(key)
         flat[f"filters.{name}"] = value if key in ("keyword", "service") else sorted(set(value or ()))
     flat["highCompleteness"] = bool(request.get("highCompleteness", False))
+    flat["settle"] = bool(request.get("settle", False))
     return flat
 
 

@@ -193,6 +193,8 @@ async def collection_summary(
         "budget": source.get("budget"),
         "manifest": output.get("manifest") or (_cancel_manifest(spec, sink_of) if cancelled else None),
         "chain": output.get("chain"),  # a finished retry link: its chain's headline (the manifest proves it)
+        "settling": progress.get("settling") if not output and not stopped else None,  # waiting to read late windows
+        "settled": output.get("settled"),  # a settle collection's second pass: windows read again, late records
         "latency": _latency(spec, payload),
         "plan": payload.get("plan") if isinstance(payload, dict) else None,
         "retention": _retention(spec, payload, status),

@@ -22,8 +22,8 @@ import base64
 import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import azure.durable_functions as df
@@ -32,7 +32,10 @@ import azure.functions as func
 from http_api import live
 from http_api.common import json_answer
 from shared import names
+from shared.clock import utc_now
+from shared.errors import ConfigError
 from shared.log_fields import KQL
+from shared.settings import Settings
 
 bp = df.Blueprint()
 
@@ -115,4 +118,8 @@ async def collections_list(req: func.HttpRequest, client: df.DurableOrchestratio
     top = parse_top(req.params.get("top"))
     if isinstance(top, str):
         return _json(400, {"error": {"field": "top", "rule": "range", "message": top}})
-    return _json(200, await live.recent_collections(client, datetime.now(UTC), top))
+    try:
+        now = utc_now(Settings.from_env(os.environ))
+    except ConfigError as exc:
+        return _json(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
+    return _json(200, await live.recent_collections(client, now, top))

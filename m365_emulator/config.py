@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from m365_emulator.ingestion import IngestionSettings
+
 GRAPH_SCOPE_RESOURCE = "https://graph.microsoft.com"
 EXCHANGE_SCOPE_RESOURCE = "https://outlook.office365.com"
 GRAPH_FULL_PERMISSION = "AuditLogsQuery.Read.All"
@@ -229,6 +231,8 @@ class EmulatorConfig:
     graph: GraphSettings = field(default_factory=GraphSettings)
     exchange: ExchangeSettings = field(default_factory=ExchangeSettings)
     faults: FaultConfig = field(default_factory=FaultConfig)
+    ingestion: IngestionSettings = field(default_factory=IngestionSettings)
+    """When records become searchable (late records); ``IngestionSettings.immediate()`` for at once."""
     token_lifetime_seconds: int = 3599
     host: str = "127.0.0.1"
     port: int = 0
@@ -265,6 +269,7 @@ class EmulatorConfig:
             graph=GraphSettings(**data.get("graph", {})),
             exchange=ExchangeSettings(**data.get("exchange", {})),
             faults=FaultConfig(**faults),
+            ingestion=IngestionSettings(**data.get("ingestion", {})),
             token_lifetime_seconds=int(data.get("token_lifetime_seconds", 3599)),
             host=str(data.get("host", "127.0.0.1")),
             port=int(data.get("port", 0)),

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -33,6 +34,7 @@ from m365_emulator.graph_model import (
     jitter,
     parse_create_body,
 )
+from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import count_matching, iter_matching
 from m365_emulator.wire import Reply, Request, api_error, iso_z
@@ -63,12 +65,16 @@ class GraphApi:
         faults: FaultInjector,
         stats: Stats,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        visibility: Callable[[], Visibility] | None = None,
     ) -> None:
         self.tenants = tenants
         self.settings = settings
         self.faults = faults
         self.stats = stats
         self.clock = clock
+        self.visibility = visibility or (lambda: IngestionSettings.immediate().snapshot(time.time()))
+        """What a query created now can see (late records); its ``as_of`` is the emulator's "now"."""
         self._lock = threading.Lock()
         self._queries: dict[str, GraphQuery] = {}
         self._page_reads: Counter[str] = Counter()
@@ -143,10 +149,11 @@ class GraphApi:
         return query
 
     def _create(self, request: Request, tenant_id: str, version: str, roles: tuple[str, ...] = ()) -> Reply:
+        seen = self.visibility()  # the query returns what had been ingested when it was created
         try:
             body, start, end, flt = parse_create_body(
                 request.body,
-                datetime.now(UTC),
+                datetime.fromtimestamp(seen.as_of, UTC),
                 reject_unknown=self.settings.reject_unknown_properties,
                 service_filter=self.settings.service_filter,
             )
@@ -154,7 +161,7 @@ class GraphApi:
             return api_error(400, "BadRequest", str(exc), request=request)
         if not self.tenants[tenant_id].auditing_enabled:
             return auditing_disabled(tenant_id, request)
-        flt = flt.leaking(self.settings.filter_leak_rate, self.faults.config.seed)
+        flt = replace(flt.leaking(self.settings.filter_leak_rate, self.faults.config.seed), visibility=seen)
         if self.settings.narrow_to_permissions:
             flt = flt.within(readable_workloads(roles))
         faults = self.faults.config

@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from m365_emulator.config import TenantSpec
+from m365_emulator.ingestion import Visibility
 from m365_emulator.synth import HOUR, Cursor, SynthRecord, hour_count, hour_records
 
 
@@ -35,6 +36,8 @@ class RecordFilter:
     """Share of the records the other filters exclude that are returned anyway (a stable draw per record id and
     ``leak_seed``): a service that does not apply its filters exactly (``GraphSettings.filter_leak_rate``)."""
     leak_seed: int = 0
+    visibility: Visibility | None = None
+    """Only records searchable at ``visibility.as_of`` (late records: ``m365_emulator.ingestion``); None: all."""
 
     @classmethod
     def build(
@@ -76,6 +79,8 @@ class RecordFilter:
     def matches(self, record: SynthRecord) -> bool:
         if self.workloads and record.service.casefold() not in self.workloads:
             return False
+        if self.visibility is not None and not self.visibility.visible(record):
+            return False  # not ingested yet: never returned, asked for or leaked
         if self._selects(record):
             return True
         return self.leak_rate > 0 and self._leaks(record.id)
@@ -101,7 +106,7 @@ class RecordFilter:
             self.administrative_unit_ids & {u.casefold() for u in record.user.admin_units}
         ):
             return False
-        return not (self.keyword and self.keyword not in record.audit_text().casefold())
+        return not self.keyword or self.keyword in record.audit_text().casefold()
 
 
 def iter_matching(

@@ -8,7 +8,7 @@ Orchestrations talk to it with ``call_entity(EntityId("tenant_budget", key), op,
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import azure.durable_functions as df
@@ -17,6 +17,7 @@ from activities import runtime
 from shared import names
 from shared.budget import Budget, BudgetState
 from shared.budget_wire import BudgetRequest, entity_key, parse_entity_key
+from shared.clock import utc_now
 from shared.settings import Settings
 
 bp = df.Blueprint()
@@ -46,4 +47,5 @@ def _input(context: df.DurableEntityContext) -> Any:
 
 @bp.entity_trigger(context_name="context", entity_name=names.ENTITY_BUDGET)  # type: ignore[untyped-decorator]
 def tenant_budget(context: df.DurableEntityContext) -> None:
-    run_operation(context, runtime.settings(), datetime.now(UTC))
+    settings = runtime.settings()
+    run_operation(context, settings, utc_now(settings))

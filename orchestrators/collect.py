@@ -13,6 +13,7 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators import settle
 from orchestrators.budget_entity import entity_id
 from shared import names
 from shared.log_fields import log_event
@@ -165,6 +166,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             # A retry link's request carries its chain (root, generation, the root's ranges, expired windows):
             # finalize reads every link's summaries from storage to prove the root's whole range.
             "request": payload.get("request"),
+            "scope": payload.get("scope"),  # a settle or follower pass proves a larger range (orchestrators/settle)
         },
     )
     try:
@@ -181,7 +183,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
         if output["status"] == "Completed":
             output["status"] = "CompletedWithFailures"
     output["request"] = payload.get("request")
-    return output
+    return (yield from settle.finish(context, payload, output, result, window))  # a settle pass may follow
 
 
 def _log_ended(window: CollectionWindow, spec: CollectionSpec, *, replaying: bool) -> None:

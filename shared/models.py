@@ -167,6 +167,9 @@ class ChunkSummary:
     """Of ``malformed``: records whose time could not be read (the manifest counts them once per collection)."""
     filtered_out: int = 0
     """Records inside the window that the request's filters exclude, trimmed (``shared.audit.filter_check``)."""
+    late: int = 0
+    """Records of this window that its first read did not return and a later read of it did (they reached the
+    audit log late: ``activities.reread``); 0 for a window read once."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -183,6 +186,7 @@ class ChunkSummary:
             "attempts": self.attempts,
             "untimed": self.untimed,
             "filteredOut": self.filtered_out,
+            "late": self.late,
         }
 
     @classmethod
@@ -201,6 +205,7 @@ class ChunkSummary:
             attempts=int(data.get("attempts", 1)),
             untimed=int(data.get("untimed", 0)),
             filtered_out=int(data.get("filteredOut", 0)),
+            late=int(data.get("late", 0)),
         )
 
 

@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 
 # --- Function names (registered by the blueprints; used by call_activity / start_new) ---------------------------
 ORCHESTRATOR_COLLECT = "collect_orchestrator"
+ORCHESTRATOR_FOLLOW = "follow_orchestrator"
+"""A follower: one eternal orchestration per (tenant, source, filters), collections of due windows as passes."""
 ACTIVITY_GRAPH_SUBMIT = "graph_submit_activity"
 ACTIVITY_GRAPH_COLLECT = "graph_collect_activity"
 """Checks a Graph query and, once it is finished (and needs no split), exports it in the same call."""

@@ -123,6 +123,14 @@ class Settings:
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
     delete_queries: bool = False
     """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
+    follow_every_minutes: int = 15
+    """How often a follower wakes by default, and its default window size (``POST /api/follows``)."""
+    follow_delay_minutes: int = 90
+    """A follower reads a window first once it closed this long ago: the service's usual delay (availability is
+    "typically 60 to 90 minutes"), so a first read is not mostly empty."""
+    settle_default: bool = False
+    """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
+    late-arrival band has passed (``orchestrators.settle``)."""
     fast_sdk_timestamps: bool = True
     """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
     budget_exchange: int = 3
@@ -142,6 +150,10 @@ class Settings:
     """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
     hosting_evidence: str = "none"
     """The platform variables the plan was told by (for messages)."""
+    clock_file: str | None = None
+    """Tests only (``COLLECTOR_CLOCK_FILE``): the app's "now" at its edge (HTTP validation, the budget entity) is the
+    wall clock plus the offset this file holds, the file the local host's ``--clock-file`` and the emulator read
+    (``shared.clock``). Refused on Azure."""
 
     @property
     def hosted_on_azure(self) -> bool:
@@ -235,6 +247,9 @@ class Settings:
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
             delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
+            settle_default=reader.flag("COLLECTOR_SETTLE_DEFAULT", d.settle_default),
+            follow_every_minutes=reader.number("COLLECTOR_FOLLOW_EVERY_MINUTES", d.follow_every_minutes, int, 1, 1440),
+            follow_delay_minutes=reader.number("COLLECTOR_FOLLOW_DELAY_MINUTES", d.follow_delay_minutes, int, 0, 1440),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
@@ -246,6 +261,7 @@ class Settings:
             ),
             hosting_plan=hosting.hosting_plan(env),
             hosting_evidence=hosting.evidence(env),
+            clock_file=reader.optional("COLLECTOR_CLOCK_FILE"),
         )
         _check_consistency(settings)
         return settings
@@ -274,6 +290,8 @@ def _check_consistency(s: Settings) -> None:
         raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
     if s.budget_poll_seconds >= s.budget_lease_seconds:
         raise ConfigError("COLLECTOR_BUDGET_POLL_SECONDS", "must be shorter than COLLECTOR_BUDGET_LEASE_SECONDS")
+    if s.clock_file and s.hosted_on_azure:
+        raise ConfigError("COLLECTOR_CLOCK_FILE", "is a test setting of the local host: remove it on Azure")
     if s.output_connection_string and s.output_account_url:
         raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
 

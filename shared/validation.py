@@ -45,6 +45,7 @@ _ALLOWED_FIELDS = frozenset(
         "filters",
         "collectionId",
         "highCompleteness",
+        "settle",
     }
 )
 _FILTER_FIELDS = {
@@ -85,6 +86,8 @@ class CollectionRequest:
     high_completeness: bool = False
     interval_defaulted: bool = False
     """The request named no ``intervalMinutes`` (the plan says so; not part of the stored request)."""
+    settle: bool = False
+    """Read the provisional windows again once their late-arrival band has passed (``orchestrators.settle``)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -98,6 +101,7 @@ class CollectionRequest:
             "collectionId": self.collection_id,
             "chunkCount": self.chunk_count,
             "highCompleteness": self.high_completeness,
+            "settle": self.settle,
         }
 
     @classmethod
@@ -113,6 +117,7 @@ class CollectionRequest:
             collection_id=data.get("collectionId"),
             chunk_count=int(data["chunkCount"]),
             high_completeness=bool(data.get("highCompleteness", False)),
+            settle=bool(data.get("settle", False)),
         )
 
 
@@ -198,6 +203,12 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest(
             "collectionId", "reserved", f"collectionId {collection_id!r} is a path of the API (the collections page)"
         )
+    if collection_id is not None and collection_id.lower().startswith("follow-"):
+        raise InvalidRequest(
+            "collectionId",
+            "reserved",
+            "collectionId may not start with follow-: followers name their days' collections so",
+        )
     if collection_id is not None and is_retry_id(collection_id):
         raise InvalidRequest(
             "collectionId", "reserved", "collectionId may not end in -retry-<number>: retry-failed names its retries so"
@@ -213,6 +224,9 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             f"collectionId must be lower case (use {collection_id.lower()!r}): ids that differ only in case would "
             "collide in the Durable Task Framework",
         )
+    settle = body.get("settle", settings.settle_default)
+    if not isinstance(settle, bool):
+        raise InvalidRequest("settle", "type", "settle must be true or false")
     return CollectionRequest(
         tenant_id,
         start,
@@ -224,7 +238,8 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         collection_id,
         count,
         high_completeness,
-        defaulted,
+        interval_defaulted=defaulted,
+        settle=settle,
     )
 
 

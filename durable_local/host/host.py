@@ -30,6 +30,7 @@ from durable_local.host.server import AppServer
 from durable_local.host.timers import FileStatusStore, MemoryStatusStore, StatusStore, TimerHost
 from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import FunctionRegistry, SchedulingMode
+from durable_local.ports import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class LocalHost:
         settings_overrides: ``EngineSettings`` fields to replace (e.g. ``max_queue_polling_interval``).
         engine_factory: build the engine yourself (tests); gets the registry and the app's settings.
         drain_timeout: seconds ``stop()`` lets running work finish.
+        clock: the engine's and the store's time (``SystemClock`` by default); tests pass an ``OffsetFileClock``
+            to run a simulated week in minutes.
     """
 
     def __init__(
@@ -76,6 +79,7 @@ class LocalHost:
         settings_overrides: Mapping[str, Any] | None = None,
         engine_factory: EngineFactory | None = None,
         drain_timeout: float = 30.0,
+        clock: Clock | None = None,
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
         self._host = host
@@ -87,6 +91,7 @@ class LocalHost:
         self._overrides = dict(settings_overrides or {})
         self._engine_factory = engine_factory
         self._drain_timeout = drain_timeout
+        self._clock = clock
         self._runner = AsyncRunner()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -239,7 +244,7 @@ class LocalHost:
         from durable_local.storage import open_store
 
         spec = self._store_spec_for(settings)
-        clock = SystemClock()
+        clock = self._clock or SystemClock()
         self._store = open_store(spec, clock)
         fields: dict[str, Any] = {
             "hub_name": settings.hub_name,

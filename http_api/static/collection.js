@@ -274,7 +274,8 @@
   function renderHeader(s, serverNow) {
     const c = s.collection || {};
     const status = document.getElementById("f-status");
-    status.textContent = s.status + (s.status !== s.runtimeStatus ? " (" + s.runtimeStatus + ")" : "");
+    status.textContent = s.status + (s.status !== s.runtimeStatus ? " (" + s.runtimeStatus + ")" : "")
+      + (s.settling ? " \u00b7 settling until " + when(s.settling.until) : "");
     status.className = "status-" + String(s.status).replace(/[^A-Za-z]/g, "");
     setText("f-tenant", c.tenantId || "\u2014");
     setText("f-range", when(c.startDate) + " \u2192 " + when(c.endDate));
@@ -376,7 +377,13 @@
         + " still failed, " + number(c.expired) + " expired (the manifest's chain section proves it)");
     }
     const late = s.latency && s.latency.provisional;
-    if (Array.isArray(late)) {
+    if (s.settling) {
+      setText("o-latency", "settling until " + when(s.settling.until) + ": then " + number(s.settling.windows)
+        + " provisional windows are read again by themselves and the manifest turns final");
+    } else if (s.settled) {
+      setText("o-latency", "final: " + number(s.settled.windows) + " windows read again after their band; "
+        + number(s.settled.late) + " records had arrived late (counted per window in the manifest)");
+    } else if (Array.isArray(late)) {
       setText("o-latency", late.length === 0
         ? "none: every window ended " + s.latency.assumedHours + " h or more before the collection started"
         : late.map((w) => when(w.start) + " \u2192 " + when(w.end)).join(", ") + " may still gain records; collect"
@@ -479,6 +486,7 @@
         render(answer.body, answer.serverNow);
         backoff = LIVE.refreshSeconds;
         if (ended) return;
+        if (answer.body.settling) wait = Math.max(wait, 30); // nothing moves until the band has passed
       } else {
         const message = answer.body && answer.body.error ? answer.body.error.message : "";
         setText("conn", "The API answered HTTP " + answer.status + (message ? ": " + message : "")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from m365_emulator import AppRegistration, Emulator
+from m365_emulator import AppRegistration, Emulator, IngestionSettings
 from shared.doctor import Outcome, run_doctor
 from shared.doctor.model import PROBE_ORDER, DoctorReport
 from tests.doctor.conftest import (
@@ -71,6 +71,7 @@ def test_all_ok_with_the_friendly_knobs(knobs: Emulator, tmp_path: Path) -> None
     knobs.config.exchange.anchor_accepts_tenant_id = True
     knobs.config.graph.list_filter = "honour"
     knobs.config.graph.delete_supported = True
+    knobs.config.ingestion = IngestionSettings.immediate()  # the last hours are searchable: one window, one page
     deleted = knobs.stats.queries_deleted[TENANT]
 
     report = run_doctor(app_env(knobs, folder_output(tmp_path / "out")), DOMAIN)
