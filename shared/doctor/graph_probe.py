@@ -34,6 +34,10 @@ from shared.doctor.tokens import probe_token
 from shared.errors import AuditingDisabledError, CollectorError, PermanentApiError
 
 WINDOW = timedelta(minutes=15)
+WINDOW_LAG = timedelta(hours=2)
+"""The doctor's window ends this long before now: audit records typically become searchable 60 to 90 minutes after
+the event (shared.latency), so a window ending now is nearly empty on a real tenant, and the probes that compare
+records (graph.records, graph.filters) would have nothing to compare."""
 POLL_LIMIT_SECONDS = 240.0
 """Longest the doctor waits for its query (the service often takes minutes; a longer wait is the user's call)."""
 FINISH_RESERVE_SECONDS = 20.0
@@ -111,7 +115,7 @@ class GraphProbe:
         if self.budget.exhausted(FINISH_RESERVE_SECONDS):
             self._skip_rest(self.budget.why_skipped())
             return
-        end = self.now().replace(microsecond=0)
+        end = self.now().replace(microsecond=0) - WINDOW_LAG
         self._window = TimeWindow(end - WINDOW, end)
         self._name = f"ual-doctor-probe-{uuid.uuid4().hex[:12]}"
         try:
