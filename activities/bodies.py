@@ -45,7 +45,10 @@ def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
         return body().to_json()
     except NeedsSplitError as exc:
         logger.info("window needs a split: %s", exc)
-        return ActivityResult.split({"limit": exc.limit, "reportedCount": exc.reported_count}).to_json()
+        data: JsonDict = {"limit": exc.limit, "reportedCount": exc.reported_count, "reason": redact(str(exc))[:500]}
+        if exc.evidence is not None:
+            data["exchange"] = exc.evidence
+        return ActivityResult.split(data).to_json()
     except CollectorError as exc:
         logger.warning("activity failed (%s): %s", exc.kind, exc)
         return ActivityResult.failure(exc).to_json()

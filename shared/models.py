@@ -161,9 +161,24 @@ class ChunkSummary:
     attempts: int = 1
     untimed: int = 0
     """Of ``malformed``: records whose time could not be read (the manifest counts them once per collection)."""
+    evidence: tuple[JsonDict, ...] = ()
+    """Exchange: per record type, what proved its session complete (or why it is incomplete): calls, full calls,
+    rows, the closing call's rows against the ResultSize asked (``shared.audit.exchange_evidence.entry``)."""
+    exchange: JsonDict | None = None
+    """Exchange: the chunk's call tallies (``calls``, ``fullCalls``, ``rows`` of its densest record type)."""
+
+    @property
+    def incomplete_reasons(self) -> list[str]:
+        return [str(e.get("detail")) for e in self.evidence if not e.get("complete", True)]
 
     def to_json(self) -> JsonDict:
+        extra: JsonDict = {}
+        if self.evidence:
+            extra["evidence"] = [dict(e) for e in self.evidence]
+        if self.exchange is not None:
+            extra["exchange"] = dict(self.exchange)
         return {
+            **extra,
             "chunk": self.chunk.to_json(),
             "records": self.records,
             "trimmed": self.trimmed,
@@ -193,6 +208,8 @@ class ChunkSummary:
             quarantine_blob=data.get("quarantineBlob"),
             attempts=int(data.get("attempts", 1)),
             untimed=int(data.get("untimed", 0)),
+            evidence=tuple(dict(e) for e in data.get("evidence") or ()),
+            exchange=dict(data["exchange"]) if isinstance(data.get("exchange"), dict) else None,
         )
 
 

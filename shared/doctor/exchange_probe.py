@@ -138,7 +138,7 @@ class ExchangeProbe:
     ) -> None:
         anchor = anchor_mailbox(self._tenant)
         try:
-            count = client.count(tiny, AuditFilters())
+            count = client.probe(tiny).rows
         except MissingPermissionError as exc:
             self.results["exchange.anchor"] = skipped(
                 "exchange.anchor", "the call was refused for permission before routing could be seen (exchange.role)"
@@ -181,7 +181,7 @@ class ExchangeProbe:
         form = f"APP:{SYSTEM_MAILBOX}@{guid}"
         client = ExchangeAuditClient(self.config, tokens=tokens, anchor=form)
         try:
-            client.count(tiny, AuditFilters())
+            client.probe(tiny)
         except MissingPermissionError:
             return f"; the tenant GUID form {form} got past routing (then refused for permission)"
         except CollectorError as exc:
@@ -233,7 +233,7 @@ class ExchangeProbe:
         tried: list[tuple[timedelta, int]] = []
 
         def count(span: timedelta) -> int:
-            n = client.count(TimeWindow(end - span, end), AuditFilters())
+            n = client.probe(TimeWindow(end - span, end)).rows
             tried.append((span, n))
             return n
 
