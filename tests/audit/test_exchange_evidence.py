@@ -49,6 +49,8 @@ class Service:
     """The first N calls answer 200 with no rows and a cancel warning (the session advanced: least convenient)."""
     more_flag: bool = False
     """Send ``moreRecordsAvailable`` in ``AuditSearchRequestMetadata`` on every page."""
+    block_cap: int = 10**9
+    """At most this many rows per call, whatever ResultSize asks (a service that hands out partial blocks)."""
     base: list[str] = field(default_factory=list)
     served: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
@@ -69,7 +71,7 @@ class Service:
             done = 0
         elif self.session_mode == "empty" and self.calls[session] > 1:
             done = self.total
-        last = min(done + size, self.total)
+        last = min(done + size, done + self.block_cap, self.total)
         self.served[session] = last
         if self.warn_first > 0:
             self.warn_first -= 1
@@ -159,6 +161,14 @@ def test_a_window_a_single_call_holds_needs_no_second_call(session_mode: str) ->
     assert list(service.calls.values()) == [1]  # the short call is the evidence: nothing more to ask
     (evidence,) = cursor.evidence
     assert evidence["closedBy"] == "short" and evidence["rows"] == 4_321 and evidence["calls"] == 1
+
+
+def test_more_records_available_true_keeps_a_short_call_going() -> None:
+    service = Service(10_500, more_flag=True, block_cap=3_000)  # every call short: 3,000 < 5,000, "more" until the end
+    ids, cursor = read_all(service)
+    assert sorted(ids) == expected(10_500)
+    (evidence,) = cursor.evidence
+    assert evidence["closedBy"] == "moreRecordsAvailable" and evidence["calls"] == 4 and evidence["fullCalls"] == 0
 
 
 def test_rows_in_any_order_within_pages_are_exact() -> None:

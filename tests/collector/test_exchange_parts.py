@@ -264,3 +264,54 @@ def test_ids_of_any_spelling_are_exact_across_parts(cached: bool) -> None:
     assert (first.records, second.records, second.duplicates) == (5, 1, 5)
     summary = parts.commit(["00000", "00001"], attempt=1, incomplete=False)
     assert ids_of(sink, summary) == [*spellings, guid[:-1] + "1"]
+
+
+class RepeatsItself(FakeSearchApi):
+    """A session whose indexes run on but whose second call hands out the first call's records again."""
+
+    def read_block(self, *args: Any, **kwargs: Any) -> Any:
+        session = args[2]
+        if session.next_index == 1:
+            yield from super().read_block(*args, **kwargs)
+            return
+        session.start_call(self.block_size)
+        self.calls += 1
+        page = RecordPage(records=self.records[: self.block_size])
+        session.advance(len(page.records))
+        yield page
+        session.end_call()
+
+
+class StartsOver(FakeSearchApi):
+    """A session whose later calls begin again at index 1 (the service's sessions do not continue)."""
+
+    def read_block(self, *args: Any, **kwargs: Any) -> Any:
+        session = args[2]
+        if session.next_index > 1:
+            session.start_call(self.block_size)
+            self.calls += 1
+            raise SessionBrokenError(f"call 2 of session {session.session_id} restarted at index 1", restarted=True)
+        yield from super().read_block(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("api_type", "reason"), [(RepeatsItself, "already delivered"), (StartsOver, "restarted at index 1")]
+)
+def test_a_session_that_cannot_be_trusted_splits_the_window_or_at_the_minimum_is_incomplete_with_why(
+    api_type: type[FakeSearchApi], reason: str
+) -> None:
+    api, sink = api_type(synthetic(T0, 1, 50), cap=1000, block_size=20), MemorySink()
+    first = call(api, sink, None, 0)
+    split = call(api, sink, first.data["cursor"], 1)
+    assert split.needs_split and reason in split.data["reason"]
+    assert split.data["exchange"]["calls"] == 1 and split.data["exchange"]["rows"] >= 20
+    assert sink.parts == {} and not any("/parts/" in n for n in sink.objects)  # the halves write their own
+
+    api, sink = api_type(synthetic(T0, 1, 50), cap=1000, block_size=20), MemorySink()
+    first = call(api, sink, None, 0, allowIncomplete=True)
+    done = call(api, sink, first.data["cursor"], 1, allowIncomplete=True)
+    summary = ChunkSummary.from_json(done.data["summary"])
+    assert summary.incomplete and summary.records == 20  # what the trusted call read, once
+    (evidence,) = summary.evidence
+    assert not evidence["complete"] and reason in evidence["detail"] and "cannot be split" in evidence["detail"]
+    assert done.data["exchange"]["exact"] is False and done.data["exchange"]["continues"] is False
