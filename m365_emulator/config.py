@@ -146,8 +146,9 @@ class ExchangeSettings:
     """"fixed" (every page ``page_size``) or "mix" (each page 1,000, 5,000 or 1..5,000, a stable draw per page)."""
     check_anchor: bool = True
     """Require ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant initial domain>``."""
-    anchor_accepts_tenant_id: bool = False
-    """Also accept the tenant GUID after the ``@`` (some public clients send it)."""
+    anchor_accepts_tenant_id: bool = True
+    """Also accept the tenant GUID after the ``@`` (CIPP since 2025-02 and ExoHelper send it; no public report of it
+    failing). False: only the initial domain routes."""
     anchor_domain: str | None = None
     """The domain the service routes the tenant by (None = the tenant's ``domain``). Another value makes every anchor
     a client derives from the tenant's domain wrong: the "wrong anchor mailbox" failure mode."""
