@@ -127,6 +127,9 @@ class GraphSettings:
 PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
 ANCHOR_ERRORS = frozenset({"routing_hint", "stale"})
 ERROR_STYLES = frozenset({"cmdlet", "plain"})
+RESULT_COUNT_MODES = frozenset({"total", "capped", "size"})
+SESSION_MODES = frozenset({"continue", "restart", "empty"})
+MORE_RECORDS_MODES = frozenset({"absent", "present"})
 
 
 @dataclass
@@ -158,6 +161,39 @@ class ExchangeSettings:
     error_style: str = "cmdlet"
     """How a missing Exchange role is answered: "cmdlet" (400 "Error executing cmdlet", the reason only in
     ``error.details`` and ``innererror.internalException``) or "plain" (403 AccessDenied naming the role)."""
+    result_count: str = "capped"
+    """What ``ResultCount`` says (``exchange_sessions``): "total" (everything matched, the old service), "capped"
+    (the smaller of ResultSize and the total) or "size" (the ResultSize asked, always)."""
+    over_delivery: float = 0.06
+    """The service believes the window holds this fraction fewer records than it delivers (and says so in
+    ``ResultCount``): a session that over-delivers."""
+    session_mode: str = "restart"
+    """Later calls of a SessionId: "continue" (the next block), "restart" (from index 1 again) or "empty" (nothing)."""
+    unsorted: bool = True
+    """Each page's rows in a stable shuffled order (neither by time nor by ResultIndex)."""
+    cancel_warning_rate: float = 0.01
+    """Share of calls and nextLink pages answered 200 with no rows and a "task was canceled" warning."""
+    transient_400_rate: float = 0.01
+    """Share of calls and nextLink pages answered 400 naming a transient exception (CmdletProxyNotAvailableFailure,
+    ServerBusyException, TransientException, BackendCommunicationException)."""
+    more_records_available: str = "absent"
+    """"present": every page carries ``AuditSearchRequestMetadata.moreRecordsAvailable``; "absent": never."""
+
+    def __post_init__(self) -> None:
+        choices = {
+            "page_size_mode": PAGE_SIZE_MODES,
+            "anchor_error": ANCHOR_ERRORS,
+            "error_style": ERROR_STYLES,
+            "result_count": RESULT_COUNT_MODES,
+            "session_mode": SESSION_MODES,
+            "more_records_available": MORE_RECORDS_MODES,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"exchange.{name} must be one of {sorted(allowed)}, got {getattr(self, name)!r}")
+        for name in ("over_delivery", "cancel_warning_rate", "transient_400_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"exchange.{name} must be in [0, 1)")
 
 
 @dataclass

@@ -80,9 +80,7 @@ def test_a_good_copy_of_an_unwritable_record_is_written_and_the_broken_one_count
     assert sink.read_bytes(summary.blob) == reference_chunk([RecordPage([good, record(2, T0)])], CHUNK.window())[0]
 
 
-@pytest.mark.parametrize(
-    "first_id", ["0f8fad5b-d9cb-469f-a165-70867728950e", "rec-000007"], ids=["guid id", "text id"]
-)
+@pytest.mark.parametrize("first_id", ["0f8fad5b-d9cb-469f-a165-70867728950e", "rec-000007"], ids=["guid id", "text id"])
 def test_an_id_discarded_and_added_again_in_one_page_is_written_once(first_id: str) -> None:
     """Issue 18.9: an unwritable record in a page undoes the page's de-duplication (its ids are discarded from the
     set), then redoes it record by record: an id added again there must count as present for its later copies, in
