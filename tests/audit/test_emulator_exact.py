@@ -16,8 +16,8 @@ from shared.audit.ports import AuditFilters, QueryState, TimeWindow
 from shared.errors import NeedsSplitError
 from shared.records import parse_record_time, trim_to_window
 from tests.audit.conftest import (
-    OLD_EXCHANGE,
     FAST,
+    OLD_EXCHANGE,
     TENANT,
     Emu,
     collect,
