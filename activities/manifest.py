@@ -170,6 +170,10 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "foreign": [s.blob for s in foreign],
         "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
+        "exchange": payload.get("exchange"),
+        "incompleteWindows": [
+            {"window": s.chunk.span_json(), "reasons": s.incomplete_reasons} for s in summaries if s.incomplete
+        ],
     }
     written: JsonDict = {"totals": totals, "gaps": gaps}
     if payload.get("parentCollectionId"):  # a retry link: the proof over its chain's whole range too

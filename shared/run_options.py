@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.audit.exchange_paging import RESULT_SIZE
 from shared.budget_wire import BudgetOptions
 from shared.models import JsonDict
 from shared.settings import Settings
@@ -39,6 +40,11 @@ class RunOptions:
     before the budget existed reads as, so such a collection goes on exactly as it started)."""
     budget_lease_seconds: float = 600.0
     budget_poll_seconds: float = 10.0
+    exchange_target_records: int = 0
+    """Exchange: a chunk expected to hold more records than this is split before its lane starts
+    (``shared.window_sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
+    exchange_target_records_continuing: int = 0
+    """The same, once the service's sessions are known to continue (a fraction of the session cap)."""
 
     @property
     def budget(self) -> BudgetOptions:
@@ -67,6 +73,12 @@ class RunOptions:
             budget_capacity=budget.capacity,
             budget_lease_seconds=budget.lease_seconds,
             budget_poll_seconds=budget.poll_seconds,
+            exchange_target_records=round(
+                settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)
+            ),
+            exchange_target_records_continuing=round(
+                settings.exchange_target_fraction * settings.audit.exchange_session_cap
+            ),
         )
 
     def first_poll(self, expected: float | None) -> float:

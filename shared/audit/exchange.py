@@ -41,6 +41,8 @@ from urllib.parse import quote, urlsplit
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
 from shared.audit.exchange_paging import (
+    RESULT_SIZE,
+    SESSION_CAP,
     SessionBrokenError,
     SessionCursor,
     int_field,
@@ -59,9 +61,6 @@ from shared.errors import (
 
 logger = logging.getLogger(__name__)
 
-SESSION_CAP = 50_000
-"""Most records one ReturnLargeSet session can page through (Search-UnifiedAuditLog docs)."""
-RESULT_SIZE = 5000
 PAGE_SIZE_PREFERENCE = 1000
 """Rows per HTTP page asked with ``Prefer: odata.maxpagesize`` (what every public client asks; the service decides)."""
 EXCHANGE_PERMISSION = 'Exchange.ManageAsApp + the "View-Only Audit Logs" role'

@@ -23,6 +23,10 @@ from typing import Any
 
 from shared.errors import TransientApiError
 
+RESULT_SIZE = 5000
+"""Rows one Search-UnifiedAuditLog call asks for (the cmdlet's maximum)."""
+SESSION_CAP = 50_000
+"""Most records one ReturnLargeSet session can page through (Search-UnifiedAuditLog docs)."""
 _MORE_KEYS = ("morerecordsavailable",)
 _METADATA_KEYS = ("auditsearchrequestmetadata",)
 
