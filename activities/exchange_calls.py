@@ -53,6 +53,7 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
             "rows": int(tally.get("rows", 0)),
             "exact": not done.incomplete,
             "continues": tally.get("continues"),
+            "hint": int(tally.get("hint", 0)),
         }
         return ActivityResult.success({"summary": done.to_json(), "exchange": spent})
     if record is None:
@@ -68,7 +69,8 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
         except NeedsSplitError as exc:
             parts.discard(cursor.parts)  # the halves write their own objects
             if exc.evidence is None:  # announced over the session cap by the call's first row: one call spent
-                exc.evidence = {"calls": 1, "fullCalls": 0, "rows": cursor.max_rows, "exact": False}
+                hint = exc.reported_count or 0
+                exc.evidence = {"calls": 1, "fullCalls": 0, "rows": cursor.max_rows, "exact": False, "hint": hint}
             raise
     after = ExchangeCursor.from_json(record.outcome)
     if after.type_index < len(read.types):
@@ -83,6 +85,7 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
             "fullCalls": after.chunk_full_calls,
             "rows": after.max_rows,
             "continues": after.continues,
+            "hint": after.hint,
         },
     )
     return ActivityResult.success(

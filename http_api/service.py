@@ -144,6 +144,8 @@ async def collection_summary(client: DurableClient, collection_id: str) -> ApiRe
         },
         "records": source.get("records", 0),
         "queries": source.get("queries"),
+        "exchange": source.get("exchange"),  # Exchange: calls, full calls, splits and pre-splits the range needed
+        "incompleteWindows": output.get("incompleteWindows") or [],
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
         "failures": failures,
         "reason": live.with_fix(reason) if isinstance(reason, dict) else reason,

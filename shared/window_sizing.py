@@ -11,7 +11,9 @@ of the session cap) once they are. The user's interval is where planning starts,
 * The first chunk is a cheap probe: until a result taught something, no other lane starts (its first call already
   shows a lower bound of the density, or the exact count when it comes back short).
 * Each result of an Exchange call adds a sample for its window (a lower bound while the chunk is read, exact once it
-  is committed complete); the expectation for a chunk is the density of the nearest sample in time.
+  is committed complete); the expectation for a chunk is the density of the nearest sample in time. A full call whose
+  ``ResultCount`` announces more than was read raises the lower bound to that claim: never evidence of completeness,
+  but trusting a claim of "more" can only cost extra splits.
 * Once the service is known not to continue its sessions, a full call splits its window at once (``splitOnFull``)
   instead of spending a second call that cannot help.
 * What the collection's calls cost is counted: calls, full calls, splits (state), pre-splits.
@@ -80,8 +82,10 @@ class ExchangeSizing:
         continues = stats.get("continues")
         if continues is not None:
             self.continues = bool(continues)
-        rows = int(stats.get("rows", 0))
         exact = bool(stats.get("exact", False))
+        rows = int(stats.get("rows", 0))
+        if not exact:  # a claim of "more" (ResultCount) may only make the expectation larger
+            rows = max(rows, int(stats.get("hint") or 0))
         kept = [s for s in self.samples if (s.start, s.end) != (chunk.start, chunk.end)]
         self.samples = [*kept, Sample(chunk.start, chunk.end, rows, exact)][-SAMPLES:]
 

@@ -81,6 +81,9 @@ class ExchangeCursor:
     exact once the chunk is done): what the collection learns the tenant's density from."""
     continues: bool | None = None
     """What this chunk's calls showed about the service's sessions (``Verdict.continued``, the latest)."""
+    hint: int = 0
+    """The most records a full call's ``ResultCount`` announced beyond what was read: never evidence, but a claim of
+    "more" the window may size its next chunks by (it can only cost extra splits)."""
 
     @property
     def incomplete(self) -> bool:
@@ -102,12 +105,14 @@ class ExchangeCursor:
         """The chunk-wide tallies once a call of ``session`` ended."""
         facts = session.last
         continued = verdict.continued if verdict is not None and verdict.continued is not None else self.continues
+        announced = facts.result_count if facts is not None and facts.full and facts.result_count else 0
         return replace(
             self,
             chunk_calls=self.chunk_calls + 1,
             chunk_full_calls=self.chunk_full_calls + int(facts is not None and facts.full),
             max_rows=max(self.max_rows, session.rows),
             continues=continued,
+            hint=max(self.hint, announced if announced > session.rows else 0),
         )
 
     def after(self, session: SessionCursor, key: str, verdict: Verdict, read: BlockRead) -> ExchangeCursor:
@@ -146,6 +151,7 @@ class ExchangeCursor:
             chunk_full_calls=counted.chunk_full_calls,
             max_rows=counted.max_rows,
             continues=counted.continues,
+            hint=counted.hint,
         )
 
     def _incomplete(self, read: BlockRead, detail: str) -> str:
@@ -177,6 +183,7 @@ class ExchangeCursor:
             "rows": self.max_rows,
             "exact": exact,
             "continues": self.continues,
+            "hint": self.hint,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -193,6 +200,7 @@ class ExchangeCursor:
             "chunkFullCalls": self.chunk_full_calls,
             "maxRows": self.max_rows,
             "continues": self.continues,
+            "hint": self.hint,
         }
 
     @classmethod
@@ -213,6 +221,7 @@ class ExchangeCursor:
             chunk_full_calls=int(data.get("chunkFullCalls", 0)),
             max_rows=int(data.get("maxRows", 0)),
             continues=bool(continues) if continues is not None else None,
+            hint=int(data.get("hint", 0)),
         )
 
 

@@ -91,6 +91,7 @@ def test_parts_join_into_the_object_a_single_pass_writes_byte_for_byte(tmp_path:
         "fullCalls": 4,
         "rows": 97,
         "continues": True,
+        "hint": 0,
     }
     # the repeat, and the unusable copy of a record that also arrived intact; two broken rows quarantined
     assert (summary.records, summary.duplicates, summary.malformed) == (95, 2, 2)

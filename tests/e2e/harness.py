@@ -25,6 +25,8 @@ import requests
 from m365_emulator import Emulator
 
 REPO = Path(__file__).resolve().parents[2]
+APP_DIR = Path(os.environ.get("COLLECTOR_E2E_APP_DIR") or REPO)
+"""The app the host serves: this checkout, or another (``COLLECTOR_E2E_APP_DIR``) to show a test fails on older code."""
 TENANT = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
 DOMAIN = "contoso.onmicrosoft.com"
 """The tenant's initial domain (the emulator's default): Exchange collections name the tenant by it."""
@@ -154,7 +156,7 @@ def serve(
     extra_env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
     *,
-    app_dir: Path = REPO,
+    app_dir: Path = APP_DIR,
 ) -> Iterator[Host]:
     """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess.
 
