@@ -215,6 +215,8 @@ class ExchangeAuditClient:
         self._origin = urlsplit(config.exchange_base_url)
         self.session_cap = session_cap
         self.result_size = result_size
+        self.warnings_seen: list[str] = []
+        """Every ``@adminapi.warnings`` text this client received (the ``doctor`` reports them), newest last."""
 
     def close(self) -> None:
         self._http.close()
@@ -264,7 +266,7 @@ class ExchangeAuditClient:
                     json_body=body,
                     headers=headers,
                     resend_if_ambiguous=resend,
-                    failed_if=failed_warning,
+                    failed_if=self._failed_warning,
                 )
             except PermanentApiError as exc:
                 if url == self._url and exc.status in (404, 410):
@@ -278,14 +280,20 @@ class ExchangeAuditClient:
             rows = response.get("value", [])
             if not isinstance(rows, list):
                 raise PermanentApiError("InvokeCommand response has no 'value' list")
-            for warning in warnings_of(response):
-                logger.warning("InvokeCommand session %s warned: %s", session_id, warning[:300])
             link = response.get("@odata.nextLink") or response.get("odata.nextLink")
             if link and not rows:
                 raise SessionBrokenError("InvokeCommand sent an empty page with a nextLink")
             yield rows, response
             url = self._checked_next_link(link if isinstance(link, str) and link else None)
             resend = True
+
+    def _failed_warning(self, response: dict[str, Any]) -> str | None:
+        """Every answer's warnings are kept and logged; one saying the cmdlet did not finish fails the answer."""
+        warnings = warnings_of(response)
+        self.warnings_seen = [*self.warnings_seen, *warnings][-20:]
+        for warning in warnings:
+            logger.warning("InvokeCommand warned: %s", warning[:300])
+        return failed_warning(response)
 
     def _checked_next_link(self, link: str | None) -> str | None:
         if link is None:
