@@ -45,9 +45,11 @@ from shared.audit.exchange_paging import (
     SESSION_CAP,
     SessionBrokenError,
     SessionCursor,
+    failed_warning,
     int_field,
     is_empty_result,
     more_records_flag,
+    warnings_of,
 )
 from shared.audit.http import ApiIdentity, http_client_for
 from shared.audit.normalise import exchange_item, page_of, pascal
@@ -74,10 +76,6 @@ EXCHANGE_API = ApiIdentity(
 )
 SYSTEM_MAILBOX = "SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}"
 _DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
-WARNINGS_KEY = "@adminapi.warnings"
-FAILED_WARNINGS = ("task was canceled", "task was cancelled", "failed to process request", "operation was canceled")
-"""Warning texts on a 200 that mean the cmdlet did not run to its end (Microsoft-Extractor-Suite retries a call whose
-warnings say so; CIPP reads ``@adminapi.warnings``): matched case-insensitively."""
 
 
 def anchor_mailbox(tenant: str) -> str:
@@ -91,23 +89,6 @@ def anchor_mailbox(tenant: str) -> str:
             f"by the anchor mailbox APP:{SYSTEM_MAILBOX}@<tenant>, and {tenant!r} is neither",
         )
     return f"APP:{SYSTEM_MAILBOX}@{text}"
-
-
-def warnings_of(response: dict[str, Any] | None) -> list[str]:
-    """The ``@adminapi.warnings`` of a response (a list of texts, or one text)."""
-    value = response.get(WARNINGS_KEY) if isinstance(response, dict) else None
-    if isinstance(value, str):
-        return [value]
-    return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def failed_warning(response: dict[str, Any]) -> str | None:
-    """A warning saying the cmdlet was cancelled or failed: the 200 is a transient failure, whatever rows it has."""
-    for warning in warnings_of(response):
-        lowered = warning.lower()
-        if any(marker in lowered for marker in FAILED_WARNINGS):
-            return f"InvokeCommand answered 200 with the warning {warning[:200]!r}"
-    return None
 
 
 def validate_exchange_filters(filters: AuditFilters) -> None:

@@ -11,6 +11,9 @@ what the rows themselves show:
   ``moreRecordsAvailable`` where the service sends it) are kept for the judge (``exchange_evidence.judge``), which
   decides whether the session is closed by evidence, goes on, or cannot be trusted.
 
+A 200 may be a failure in disguise: :func:`failed_warning` reads its ``@adminapi.warnings`` (the adapter makes such an
+answer an unknown outcome, retried, never an empty window).
+
 Rows that do not continue the session raise :class:`SessionBrokenError`: ``moved_on`` when the call began *past* the
 expected index (the session advanced without this reader: a call whose answer was lost; a new session heals it),
 otherwise the session started over, repeated or skipped rows, and cannot be trusted to go on (the window is split).
@@ -27,6 +30,10 @@ RESULT_SIZE = 5000
 """Rows one Search-UnifiedAuditLog call asks for (the cmdlet's maximum)."""
 SESSION_CAP = 50_000
 """Most records one ReturnLargeSet session can page through (Search-UnifiedAuditLog docs)."""
+WARNINGS_KEY = "@adminapi.warnings"
+FAILED_WARNINGS = ("task was canceled", "task was cancelled", "failed to process request", "operation was canceled")
+"""Warning texts on a 200 that mean the cmdlet did not run to its end (Microsoft-Extractor-Suite retries a call whose
+warnings say so; CIPP reads ``@adminapi.warnings``): matched case-insensitively."""
 _MORE_KEYS = ("morerecordsavailable",)
 _METADATA_KEYS = ("auditsearchrequestmetadata",)
 
@@ -56,6 +63,23 @@ def int_field(row: dict[str, Any], name: str) -> int | None:
 def is_empty_result(rows: list[Any]) -> bool:
     """The service says "nothing" either with an empty list or with one row whose ResultCount is 0."""
     return not rows or (len(rows) == 1 and isinstance(rows[0], dict) and int_field(rows[0], "ResultCount") == 0)
+
+
+def warnings_of(response: dict[str, Any] | None) -> list[str]:
+    """The ``@adminapi.warnings`` of a response (a list of texts, or one text)."""
+    value = response.get(WARNINGS_KEY) if isinstance(response, dict) else None
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def failed_warning(response: dict[str, Any]) -> str | None:
+    """A warning saying the cmdlet was cancelled or failed: the 200 is a transient failure, whatever rows it has."""
+    for warning in warnings_of(response):
+        lowered = warning.lower()
+        if any(marker in lowered for marker in FAILED_WARNINGS):
+            return f"InvokeCommand answered 200 with the warning {warning[:200]!r}"
+    return None
 
 
 def more_records_flag(container: Any) -> bool | None:
