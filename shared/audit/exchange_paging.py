@@ -61,8 +61,15 @@ def int_field(row: dict[str, Any], name: str) -> int | None:
 
 
 def is_empty_result(rows: list[Any]) -> bool:
-    """The service says "nothing" either with an empty list or with one row whose ResultCount is 0."""
-    return not rows or (len(rows) == 1 and isinstance(rows[0], dict) and int_field(rows[0], "ResultCount") == 0)
+    """The service says "nothing" with an empty list, or with one row whose ResultCount is 0 and which carries no
+    record (no ``ResultIndex`` of 1 or more). A row with an index of its own is a record whatever its count says: a
+    session that over-delivers announces 0 with the one record it returns."""
+    if not rows:
+        return True
+    if len(rows) != 1 or not isinstance(rows[0], dict):
+        return False
+    index = int_field(rows[0], "ResultIndex")
+    return int_field(rows[0], "ResultCount") == 0 and (index is None or index < 1)
 
 
 def warnings_of(response: dict[str, Any] | None) -> list[str]:

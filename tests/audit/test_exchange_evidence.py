@@ -179,3 +179,13 @@ def test_rows_in_any_order_within_pages_are_exact() -> None:
 def test_a_cancel_warning_on_an_empty_200_is_transient_never_an_empty_window() -> None:
     ids, _ = read_all(Service(3_000, warn_first=1))
     assert sorted(ids) == expected(3_000)
+
+
+def test_a_row_announcing_a_count_of_zero_is_still_a_row() -> None:
+    """A service that over-delivers may announce ResultCount 0 with the one record it returns (0.94 x 1, rounded
+    down). Only a row that carries no record (no index of its own) is the "nothing" marker."""
+    one = [_row(1, 1, 0)]
+    with scripted_server(lambda _: Reply(200, {"value": one})) as srv:
+        calls = list(read_window(client_for(srv.base_url), WINDOW, AuditFilters()))
+    assert [r["id"] for pages, _ in calls for p in pages for r in p.records] == ["rec-000001"]
+    assert calls[-1][1].evidence[0]["closedBy"] == "short"
