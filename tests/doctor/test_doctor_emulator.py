@@ -205,6 +205,8 @@ def test_the_doctor_names_what_result_count_means_and_whether_sessions_continue(
     knobs.config.exchange.result_count = mode
     knobs.config.exchange.session_mode = session
     knobs.config.exchange.over_delivery = 0.0 if mode == "total" else 0.06
+    # What is named here does not depend on the disguised failures (their draws follow the windows, which follow now)
+    knobs.config.exchange.cancel_warning_rate = knobs.config.exchange.transient_400_rate = 0.0
 
     report = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, "exchange")
 
@@ -215,11 +217,21 @@ def test_the_doctor_names_what_result_count_means_and_whether_sessions_continue(
     assert "complete by evidence" in detail(report, "exchange.paging")
 
 
-def test_the_doctor_says_when_more_records_available_and_warnings_come_back(knobs: Emulator, tmp_path: Path) -> None:
-    knobs.config.exchange.more_records_available = "present"
-    knobs.config.exchange.cancel_warning_rate = 0.15
+def test_the_doctor_says_when_more_records_available_and_warnings_come_back(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
 
-    report = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, "exchange")
+    from m365_emulator import EmulatorConfig, TenantSpec, run_emulator
+    from tests.doctor.conftest import CLIENT, SECRET
+
+    config = EmulatorConfig(tenants=[TenantSpec(TENANT, domain=DOMAIN, seed=5, records_per_hour=400.0)])
+    config.exchange.more_records_available = "present"
+    config.exchange.cancel_warning_rate = 0.2
+    # A fresh emulator and a fixed clock: the same windows, so the same stable draws, every run.
+    with run_emulator(config) as emulator:
+        emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
+        now = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+        report = run_doctor(app_env(emulator, folder_output(tmp_path)), DOMAIN, "exchange", now=lambda: now)
+        assert emulator.stats.cancel_warnings[(TENANT, "exchange")] > 0
 
     assert set(outcomes(report).values()) == {"ok"}, report.lines()
     counted = detail(report, "exchange.resultcount")
