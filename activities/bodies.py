@@ -47,7 +47,10 @@ def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
         return body().to_json()
     except NeedsSplitError as exc:
         logger.info("window needs a split: %s", exc)
-        return ActivityResult.split({"limit": exc.limit, "reportedCount": exc.reported_count}).to_json()
+        data: JsonDict = {"limit": exc.limit, "reportedCount": exc.reported_count, "reason": redact(str(exc))[:500]}
+        if exc.evidence is not None:
+            data["exchange"] = exc.evidence
+        return ActivityResult.split(data).to_json()
     except CollectorError as exc:
         if isinstance(exc, TransientApiError) and exc.status == 429:  # left to the orchestrator's retry
             text = f"activity throttled (429), retried by the orchestrator: {exc}"

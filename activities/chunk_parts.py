@@ -110,6 +110,8 @@ class _AfterParts(Deduplicator):
     def __init__(self, prior: IdSet) -> None:
         super().__init__()
         self._prior = prior
+        self.repeats = 0
+        """Records of this part that an earlier part already held (not counting repeats within this part)."""
 
     def __contains__(self, record_id: object) -> bool:
         return record_id in self._prior or super().__contains__(record_id)
@@ -117,8 +119,14 @@ class _AfterParts(Deduplicator):
     def add(self, record_id: str) -> bool:
         key = guid_key(record_id)
         if key is None:
-            return record_id not in self._prior and super().add(record_id)
-        return not self._prior.has_key(key) and self.add_key(key)
+            if record_id in self._prior:
+                self.repeats += 1
+                return False
+            return super().add(record_id)
+        if self._prior.has_key(key):
+            self.repeats += 1
+            return False
+        return self.add_key(key)
 
 
 class _IdCache:
@@ -199,9 +207,10 @@ class ChunkParts:
         return ids
 
     def write(
-        self, key: str, pages: Iterable[RecordPage], before: Sequence[str], outcome: Callable[[], JsonDict]
+        self, key: str, pages: Iterable[RecordPage], before: Sequence[str], outcome: Callable[[int], JsonDict]
     ) -> PartRecord:
-        """Write part ``key`` from ``pages`` against the parts ``before`` it; ``outcome()`` is read once they end.
+        """Write part ``key`` from ``pages`` against the parts ``before`` it; ``outcome(repeats)`` is read once they
+        end, given how many of the part's records an earlier part already held (it may raise: nothing is staged).
 
         Nothing is staged unless every page arrived: a source that fails part-way leaves no part.
         """
@@ -217,7 +226,7 @@ class ChunkParts:
             duplicates=rules.duplicates,
             id_bytes=seen.to_bytes(),
             malformed=kept,
-            outcome=outcome(),
+            outcome=outcome(seen.repeats),
             sha256=hashlib.sha256(data).hexdigest(),
         )
         self.sink.stage_part(self.name, key, data)
@@ -254,8 +263,19 @@ class ChunkParts:
         same = json.loads(commit).get("partSha256") == [record.sha256 for record in staged if record is not None]
         return summary if same else None
 
-    def commit(self, keys: Sequence[str], *, attempt: int, incomplete: bool) -> ChunkSummary:
-        """Make the chunk object from the parts ``keys`` (+ quarantine, + summary sidecar); returns the summary."""
+    def commit(
+        self,
+        keys: Sequence[str],
+        *,
+        attempt: int,
+        incomplete: bool,
+        evidence: Sequence[JsonDict] = (),
+        exchange: JsonDict | None = None,
+    ) -> ChunkSummary:
+        """Make the chunk object from the parts ``keys`` (+ quarantine, + summary sidecar); returns the summary.
+
+        ``evidence`` (what closed each record type's session) and ``exchange`` (the chunk's call tallies) go into the
+        summary as they are."""
         sidecar = names.summary_object_name(self.name)
         done = self.committed(keys)
         if done is not None:  # this very commit ran before (its activity ran twice), or the window has not changed
@@ -287,6 +307,8 @@ class ChunkParts:
             incomplete=incomplete,
             quarantine_blob=quarantine_name,
             attempts=attempt,
+            evidence=tuple(dict(e) for e in evidence),
+            exchange=dict(exchange) if exchange is not None else None,
         )
         summary = with_late(summary, previous)
         hashes = [record.sha256 for record in records]

@@ -2,11 +2,18 @@
 rows, its HTTP pages followed within the call) per activity, each written as a part of the chunk's object.
 
 The lane carries where the chunk is (``ExchangeCursor``: which record type's session, its id, the next row index,
-the count, the parts so far) from one call to the next, across worker processes and across continue-as-new, so an
-execution never waits for more than one call per lane, and a retried call resumes the session instead of restarting
-the chunk. The cursor and one call, with the new sessions it may start when the session broke, live in
-``shared.audit.exchange_session`` (``read_call``), which the ``doctor`` preflight reads its window through too. The
-last call (the last session done) commits the parts into the chunk object.
+the calls so far, the evidence that closed the record types already read) from one call to the next, across worker
+processes and across continue-as-new, so an execution never waits for more than one call per lane, and a retried
+call resumes the session instead of restarting the chunk. The cursor and one call, judged by its evidence, live in
+``shared.audit.exchange_session`` (``read_call``), which the ``doctor`` preflight reads its window through too. A
+record type is done only when a call proved it (fewer rows than asked, an empty first call, ``moreRecordsAvailable:
+false``); when its session cannot be trusted the window is split, and a window at the minimum split is committed with
+what was read and reported incomplete with the reason. The last call (the last session done) commits the parts into
+the chunk object, with the evidence in its summary.
+
+Every result carries ``exchange``: what this activity's calls cost and showed (calls, full calls, the rows of the
+densest record type so far, whether the service's sessions continued), which the collection window learns the
+tenant's density from and reports.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
         filters,
         api.record_types(filters),
         high_completeness=bool(payload.get("highCompleteness", False)),
-        allow_over_cap=bool(payload.get("allowIncomplete", False)),
+        splittable=not bool(payload.get("allowIncomplete", False)),
+        session_cap=int(getattr(api, "session_cap", 50_000)),
+        split_on_full=bool(payload.get("splitOnFull", False)),
     )
     cursor = ExchangeCursor.from_json(payload.get("cursor"))
     key = part_key(int(payload.get("call", 0)))
@@ -36,20 +45,49 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
     # the session already moved on, so reading it again would skip a block. Its recorded outcome stands.
     record = parts.load(key)
     if record is None and (done := parts.committed([*cursor.parts, key])) is not None:
-        return ActivityResult.success({"summary": done.to_json()})  # it was the last call, and it committed
+        # It was the last call, and it committed: what the chunk's calls cost is in the summary's own tallies.
+        tally = done.exchange or {}
+        spent = {
+            "calls": int(tally.get("calls", 0)) - cursor.chunk_calls,
+            "fullCalls": int(tally.get("fullCalls", 0)) - cursor.chunk_full_calls,
+            "rows": int(tally.get("rows", 0)),
+            "exact": not done.incomplete,
+            "continues": tally.get("continues"),
+            "hint": int(tally.get("hint", 0)),
+        }
+        return ActivityResult.success({"summary": done.to_json(), "exchange": spent})
     if record is None:
         try:
             record = read_call(
                 api,
                 read,
                 cursor,
-                lambda pages, after: parts.write(key, pages, cursor.parts, lambda: after(key).to_json()),
+                lambda pages, after: parts.write(
+                    key, pages, cursor.parts, lambda repeats: after(key, repeats).to_json()
+                ),
             )
-        except NeedsSplitError:
+        except NeedsSplitError as exc:
             parts.discard(cursor.parts)  # the halves write their own objects
+            if exc.evidence is None:  # announced over the session cap by the call's first row: one call spent
+                hint = exc.reported_count or 0
+                exc.evidence = {"calls": 1, "fullCalls": 0, "rows": cursor.max_rows, "exact": False, "hint": hint}
             raise
     after = ExchangeCursor.from_json(record.outcome)
     if after.type_index < len(read.types):
-        return ActivityResult.success({"cursor": after.to_json()})
-    summary = parts.commit(list(after.parts), attempt=int(payload.get("attempt", 1)), incomplete=after.incomplete)
-    return ActivityResult.success({"summary": summary.to_json()})
+        return ActivityResult.success({"cursor": after.to_json(), "exchange": after.stats(since=cursor, exact=False)})
+    summary = parts.commit(
+        list(after.parts),
+        attempt=int(payload.get("attempt", 1)),
+        incomplete=after.incomplete,
+        evidence=after.evidence,
+        exchange={
+            "calls": after.chunk_calls,
+            "fullCalls": after.chunk_full_calls,
+            "rows": after.max_rows,
+            "continues": after.continues,
+            "hint": after.hint,
+        },
+    )
+    return ActivityResult.success(
+        {"summary": summary.to_json(), "exchange": after.stats(since=cursor, exact=not after.incomplete)}
+    )

@@ -211,6 +211,10 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "foreign": [s.blob for s in foreign],
         "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
+        "exchange": payload.get("exchange"),
+        "incompleteWindows": [
+            {"window": s.chunk.span_json(), "reasons": s.incomplete_reasons} for s in summaries if s.incomplete
+        ],
     }
     if payload.get("cancelled") is not None:  # written by POST .../cancel: when, and what was still running then
         manifest["cancelled"] = payload["cancelled"]

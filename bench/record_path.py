@@ -130,7 +130,7 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
         from shared.audit.exchange import ExchangeAuditClient
 
         exchange = ExchangeAuditClient(config, session_cap=session_cap)
-        exchange.count(window, AuditFilters())  # sign in and warm the connection like the Graph case's create
+        exchange.probe(window, result_size=1)  # sign in and warm the connection like the Graph case's create
     import json as _json  # noqa: F401  - both variants pay this import before the baseline
 
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

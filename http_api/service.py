@@ -186,6 +186,8 @@ async def collection_summary(
         },
         "records": source.get("records", 0),
         "queries": source.get("queries"),
+        "exchange": source.get("exchange"),  # Exchange: calls, full calls, splits and pre-splits the range needed
+        "incompleteWindows": output.get("incompleteWindows") or [],
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
         "failures": failures,
         "reason": with_fix(reason) if isinstance(reason, dict) else reason,

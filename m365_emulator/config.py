@@ -154,6 +154,9 @@ PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
 ANCHOR_ERRORS = frozenset({"routing_hint", "stale"})
 ERROR_STYLES = frozenset({"cmdlet", "plain"})
 SERVICE_FILTER_MODES = frozenset({"singular", "plural", "both", "neither"})
+RESULT_COUNT_MODES = frozenset({"total", "capped", "size"})
+SESSION_MODES = frozenset({"continue", "restart", "empty"})
+MORE_RECORDS_MODES = frozenset({"absent", "present"})
 
 
 @dataclass
@@ -173,8 +176,9 @@ class ExchangeSettings:
     """"fixed" (every page ``page_size``) or "mix" (each page 1,000, 5,000 or 1..5,000, a stable draw per page)."""
     check_anchor: bool = True
     """Require ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant initial domain>``."""
-    anchor_accepts_tenant_id: bool = False
-    """Also accept the tenant GUID after the ``@`` (some public clients send it)."""
+    anchor_accepts_tenant_id: bool = True
+    """Also accept the tenant GUID after the ``@`` (CIPP since 2025-02 and ExoHelper send it; no public report of it
+    failing). False: only the initial domain routes."""
     anchor_domain: str | None = None
     """The domain the service routes the tenant by (None = the tenant's ``domain``). Another value makes every anchor
     a client derives from the tenant's domain wrong: the "wrong anchor mailbox" failure mode."""
@@ -184,6 +188,39 @@ class ExchangeSettings:
     error_style: str = "cmdlet"
     """How a missing Exchange role is answered: "cmdlet" (400 "Error executing cmdlet", the reason only in
     ``error.details`` and ``innererror.internalException``) or "plain" (403 AccessDenied naming the role)."""
+    result_count: str = "capped"
+    """What ``ResultCount`` says (``exchange_sessions``): "total" (everything matched, the old service), "capped"
+    (the smaller of ResultSize and the total) or "size" (the ResultSize asked, always)."""
+    over_delivery: float = 0.06
+    """The service believes the window holds this fraction fewer records than it delivers (and says so in
+    ``ResultCount``): a session that over-delivers."""
+    session_mode: str = "restart"
+    """Later calls of a SessionId: "continue" (the next block), "restart" (from index 1 again) or "empty" (nothing)."""
+    unsorted: bool = True
+    """Each page's rows in a stable shuffled order (neither by time nor by ResultIndex)."""
+    cancel_warning_rate: float = 0.01
+    """Share of calls and nextLink pages answered 200 with no rows and a "task was canceled" warning."""
+    transient_400_rate: float = 0.01
+    """Share of calls and nextLink pages answered 400 naming a transient exception (CmdletProxyNotAvailableFailure,
+    ServerBusyException, TransientException, BackendCommunicationException)."""
+    more_records_available: str = "absent"
+    """"present": every page carries ``AuditSearchRequestMetadata.moreRecordsAvailable``; "absent": never."""
+
+    def __post_init__(self) -> None:
+        choices = {
+            "page_size_mode": PAGE_SIZE_MODES,
+            "anchor_error": ANCHOR_ERRORS,
+            "error_style": ERROR_STYLES,
+            "result_count": RESULT_COUNT_MODES,
+            "session_mode": SESSION_MODES,
+            "more_records_available": MORE_RECORDS_MODES,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"exchange.{name} must be one of {sorted(allowed)}, got {getattr(self, name)!r}")
+        for name in ("over_delivery", "cancel_warning_rate", "transient_400_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"exchange.{name} must be in [0, 1)")
 
 
 @dataclass

@@ -1,10 +1,12 @@
 """Exchange Online ``Search-UnifiedAuditLog`` through the REST ``InvokeCommand`` endpoint.
 
 Sessions are keyed by (tenant, SessionId). A ReturnLargeSet session walks the same time-ordered stream as Graph:
-each call takes the next block of at most ResultSize rows; ``ResultCount`` is everything that matched, but only the
-first ``session_cap`` rows (50,000) can ever be paged. A block goes out in HTTP pages with ``@odata.nextLink``
-(``exchange_paging``). Concurrency is counted per request in flight (like the Exchange PowerShell throttling of
-concurrent commands), not per open session.
+each call takes the next block of at most ResultSize rows, no more than ``session_cap`` (50,000) per session; what
+``ResultCount`` says and whether a later call continues, starts over or finds nothing are knobs
+(``exchange_sessions``). A block goes out in HTTP pages with ``@odata.nextLink`` (``exchange_paging``), each page's
+rows in no particular order by default; some answers are failures in disguise (``exchange_faults``: a 200 with a
+cancel warning, a 400 naming a transient exception). Concurrency is counted per request in flight (like the Exchange
+PowerShell throttling of concurrent commands), not per open session.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from m365_emulator.config import EXCHANGE_PERMISSION, EXCHANGE_ROLE, ExchangeSettings, TenantSpec
+from m365_emulator.exchange_faults import TRANSIENT_400_CODES, StableDraws, cancel_warning, shuffled, transient_400
 from m365_emulator.exchange_paging import PageToken, anchor_problem, body_hash, page_size, role_denied
+from m365_emulator.exchange_sessions import Block, Session, next_block
 from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
-from m365_emulator.stream import RecordFilter, count_matching, iter_matching
-from m365_emulator.synth import Cursor, SynthRecord
+from m365_emulator.stream import RecordFilter, iter_matching
+from m365_emulator.synth import SynthRecord
 from m365_emulator.wire import Reply, Request, api_error, parse_time
 
 logger = logging.getLogger(__name__)
@@ -37,19 +41,6 @@ PREVIEW_CAP = 5000  # ReturnNextPreviewPage sessions stop at 5,000 (documented)
 
 class BadParametersError(ValueError):
     pass
-
-
-@dataclass
-class Session:
-    start: datetime
-    end: datetime
-    flt: RecordFilter
-    result_count: int
-    cap: int
-    cursor: Cursor | None = None
-    returned: int = 0
-    runspace: str = field(default_factory=lambda: str(uuid.uuid4()))
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 def _strings(value: object, name: str) -> list[str]:
@@ -124,9 +115,9 @@ class ExchangeApi:
         *,
         visibility: Callable[[], Visibility] | None = None,
     ) -> None:
-        self.tenants = tenants
         self.visibility = visibility or (lambda: IngestionSettings.immediate().snapshot(time.time()))
         """What a session started now can see (late records); fixed at the session's first call."""
+        self.tenants = tenants
         self.settings = settings
         self.faults = faults
         self.stats = stats
@@ -134,6 +125,7 @@ class ExchangeApi:
         self._sessions: dict[tuple[str, str], Session] = {}
         self._in_flight: dict[str, int] = {}
         self._page_reads: Counter[str] = Counter()
+        self._draws = StableDraws()
 
     def authorize(
         self, request: Request, tenant_id: str, roles: tuple[str, ...], has_role: bool, client_id: str
@@ -234,38 +226,47 @@ class ExchangeApi:
             with self._lock:
                 session = self._sessions.get((tenant_id, str(session_id)))
                 if session is None:
-                    session = Session(start, end, flt, -1, cap)
+                    session = Session(start, end, flt, cap)
                     self._sessions[(tenant_id, str(session_id))] = session
         else:  # no session: the first block only, every time
-            session = Session(start, end, flt, -1, min(size, self.settings.max_result_size))
-        rows, afters = self._next_block(session, spec, size)
-        return self._page_reply(
-            request, tenant_id, session_id=str(session_id or ""), session=session, rows=rows, afters=afters
-        )
+            session = Session(start, end, flt, min(size, self.settings.max_result_size))
+        key = (tenant_id, "exchange")
+        self.stats.bump(self.stats.cmdlet_calls, key)
+        draw = f"{_window_key(request)}|{params.get('RecordType')}|call {session.calls + 1}"
+        if self._draws.hit(self.faults.config.seed, f"400|{draw}", self.settings.transient_400_rate):
+            self.stats.bump(self.stats.transient_400s, key)
+            return transient_400(request, self._draws.pick(self.faults.config.seed, draw, TRANSIENT_400_CODES))
+        block = next_block(session, spec, size, self.settings, self._row)
+        if self._draws.hit(self.faults.config.seed, f"cancel|{draw}", self.settings.cancel_warning_rate):
+            self.stats.bump(self.stats.cancel_warnings, key)
+            return cancel_warning(self._context(request, tenant_id))  # the block is lost: the session moved on
+        return self._page_reply(request, tenant_id, session_id=str(session_id or ""), block=block)
 
-    def _page_reply(
-        self,
-        request: Request,
-        tenant_id: str,
-        *,
-        session_id: str,
-        session: Session,
-        rows: list[dict[str, Any]],
-        afters: list[Cursor],
-    ) -> Reply:
+    def _page_reply(self, request: Request, tenant_id: str, *, session_id: str, block: Block) -> Reply:
         """The first page of a block, with a nextLink to the rest when the block is larger than one page."""
+        rows = block.rows
         first_index = rows[0]["ResultIndex"] if rows else 1
         # Keyed by the window, not the session id (a client's random choice): the same run pages the same way.
         size = page_size(self.settings, self.faults.config.seed, _window_key(request), first_index)
         page, rest = rows[:size], rows[size:]
-        out: dict[str, Any] = {"@odata.context": self._context(request, tenant_id), "value": page}
+        out = self._page_body(request, tenant_id, page, first_index, block.more)
         if rest:
             token = PageToken(
-                session_id, rest[0]["ResultIndex"], len(rest), session.result_count, afters[len(page) - 1],
-                body_hash(request.body),
+                session_id, rest[0]["ResultIndex"], len(rest), block.result_count, block.afters[len(page) - 1],
+                body_hash(request.body), block.more,
             )  # fmt: skip
             out["@odata.nextLink"] = self._link(request, tenant_id, token)
         return Reply(200, out)
+
+    def _page_body(
+        self, request: Request, tenant_id: str, rows: list[dict[str, Any]], first_index: int, more: bool
+    ) -> dict[str, Any]:
+        if self.settings.unsorted:
+            rows = shuffled(rows, self.faults.config.seed, f"{_window_key(request)}|{first_index}")
+        out: dict[str, Any] = {"@odata.context": self._context(request, tenant_id), "value": rows}
+        if self.settings.more_records_available == "present":
+            out["AuditSearchRequestMetadata"] = {"moreRecordsAvailable": more}
+        return out
 
     def _next_page(
         self,
@@ -286,26 +287,35 @@ class ExchangeApi:
         if token.body_hash != body_hash(request.body) or token.session_id != str(params.get("SessionId") or ""):
             message = "The request body does not match the command this page continues; send the same body again."
             return api_error(400, "BadRequest", message, request=request)
+        draw = f"{_window_key(request)}|{params.get('RecordType')}|page {token.first_index}"
+        key = (tenant_id, "exchange")
+        if self._draws.hit(self.faults.config.seed, f"400|{draw}", self.settings.transient_400_rate):
+            self.stats.bump(self.stats.transient_400s, key)
+            return transient_400(request, self._draws.pick(self.faults.config.seed, draw, TRANSIENT_400_CODES))
+        if self._draws.hit(self.faults.config.seed, f"cancel|{draw}", self.settings.cancel_warning_rate):
+            self.stats.bump(self.stats.cancel_warnings, key)
+            return cancel_warning(self._context(request, tenant_id))
         with self._lock:
             session = self._sessions.get((tenant_id, token.session_id))
         runspace = session.runspace if session is not None else str(uuid.uuid4())
         if session is not None:
             flt = session.flt  # the rest of a block: what the session saw when it started
-        draw = page_size(self.settings, self.faults.config.seed, _window_key(request), token.first_index)
-        size = min(token.remaining, draw)
+        size = min(
+            token.remaining, page_size(self.settings, self.faults.config.seed, _window_key(request), token.first_index)
+        )
         rows: list[dict[str, Any]] = []
-        afters: list[Cursor] = []
+        afters = []
         start, end = window
         for record, after in iter_matching(spec, start.timestamp(), end.timestamp(), flt, token.cursor):
             rows.append(self._row(record, runspace, token.first_index + len(rows), token.result_count))
             afters.append(after)
             if len(rows) >= size:
                 break
-        out: dict[str, Any] = {"@odata.context": self._context(request, tenant_id), "value": rows}
+        out = self._page_body(request, tenant_id, rows, token.first_index, token.more)
         if rows and token.remaining > len(rows):
             following = PageToken(
                 token.session_id, token.first_index + len(rows), token.remaining - len(rows), token.result_count,
-                afters[-1], token.body_hash,
+                afters[-1], token.body_hash, token.more,
             )  # fmt: skip
             out["@odata.nextLink"] = self._link(request, tenant_id, following)
         with self._lock:
@@ -343,23 +353,3 @@ class ExchangeApi:
             "IsValid": True,
             "ObjectState": "Unchanged",
         }
-
-    def _next_block(self, session: Session, spec: TenantSpec, size: int) -> tuple[list[dict[str, Any]], list[Cursor]]:
-        """The session's next block of rows, each with the stream cursor just after it."""
-        with session.lock:  # two calls on one SessionId get consecutive blocks, never the same one
-            start, end = session.start.timestamp(), session.end.timestamp()
-            if session.result_count < 0:
-                session.result_count = count_matching(spec, start, end, session.flt)
-            want = min(size, min(session.cap, session.result_count) - session.returned)
-            rows: list[dict[str, Any]] = []
-            afters: list[Cursor] = []
-            if want <= 0:
-                return rows, afters
-            for record, after in iter_matching(spec, start, end, session.flt, session.cursor):
-                session.returned += 1
-                rows.append(self._row(record, session.runspace, session.returned, session.result_count))
-                afters.append(after)
-                session.cursor = after
-                if len(rows) >= want:
-                    break
-            return rows, afters

@@ -36,19 +36,25 @@ class PageToken:
     result_count: int
     cursor: Cursor
     body_hash: str
+    more: bool = False
+    """The call's ``moreRecordsAvailable`` (sent on every page of the call when that knob is on)."""
 
     def encode(self) -> str:
         raw = json.dumps(
-            [self.session_id, self.first_index, self.remaining, self.result_count, list(self.cursor), self.body_hash]
-        )
+            [
+                self.session_id, self.first_index, self.remaining, self.result_count, list(self.cursor),
+                self.body_hash, self.more,
+            ]
+        )  # fmt: skip
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
     def decode(cls, text: str) -> PageToken:
-        session_id, first, remaining, count, cursor, body_hash = json.loads(
+        session_id, first, remaining, count, cursor, body_hash, more = json.loads(
             base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         )
-        return cls(str(session_id), int(first), int(remaining), int(count), (int(cursor[0]), int(cursor[1])), body_hash)
+        cursor_at = (int(cursor[0]), int(cursor[1]))
+        return cls(str(session_id), int(first), int(remaining), int(count), cursor_at, body_hash, bool(more))
 
 
 def body_hash(body: bytes) -> str:

@@ -52,6 +52,9 @@ class Stats:
         broken_pages: pages served as broken JSON.
         anchors: every X-AnchorMailbox value InvokeCommand received, with how often.
         high_completeness_calls: InvokeCommand calls with ``HighCompleteness`` set.
+        cmdlet_calls: InvokeCommand cmdlet calls (a call's first request; its nextLink pages are not counted).
+        cancel_warnings / transient_400s: InvokeCommand answers injected as a 200 with a cancel warning / a 400
+            naming a transient exception.
         tokens_issued: successful token responses (whole emulator).
         query_events: Graph query and Exchange call events in order, for in-flight timelines (``live_timeline``).
         query_finishes: Graph query id -> the ``time.monotonic()`` moment its status turns terminal (succeeded,
@@ -72,6 +75,9 @@ class Stats:
     broken_pages: Counter[Key] = field(default_factory=Counter)
     anchors: Counter[str] = field(default_factory=Counter)
     high_completeness_calls: Counter[Key] = field(default_factory=Counter)
+    cmdlet_calls: Counter[Key] = field(default_factory=Counter)
+    cancel_warnings: Counter[Key] = field(default_factory=Counter)
+    transient_400s: Counter[Key] = field(default_factory=Counter)
     tokens_issued: int = 0
     query_events: list[QueryEvent] = field(default_factory=list)
     query_finishes: dict[str, float] = field(default_factory=dict)

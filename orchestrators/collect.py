@@ -158,6 +158,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             "reason": provisional["reason"],
             "failures": provisional["failures"],
             "queries": provisional["queries"],
+            "exchange": provisional["exchange"],
             "deleteQueries": spec.options.delete_queries,
             "highCompleteness": spec.options.high_completeness,
             "retentionDays": spec.options.retention_days,

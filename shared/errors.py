@@ -22,6 +22,8 @@ Messages never contain secrets (client secrets, tokens, certificate material, SA
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class CollectorError(Exception):
     """Root of every error this app raises on purpose."""
@@ -120,10 +122,19 @@ class NeedsSplitError(AuditApiError):
 
     kind = "needs_split"
 
-    def __init__(self, message: str, *, limit: int | None = None, reported_count: int | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        limit: int | None = None,
+        reported_count: int | None = None,
+        evidence: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.limit = limit
         self.reported_count = reported_count
+        self.evidence = evidence
+        """What the reader saw before it asked for the split (Exchange: calls made, rows read), for the window."""
 
 
 class SinkError(CollectorError):

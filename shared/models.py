@@ -170,9 +170,24 @@ class ChunkSummary:
     late: int = 0
     """Records of this window that its first read did not return and a later read of it did (they reached the
     audit log late: ``activities.reread``); 0 for a window read once."""
+    evidence: tuple[JsonDict, ...] = ()
+    """Exchange: per record type, what proved its session complete (or why it is incomplete): calls, full calls,
+    rows, the closing call's rows against the ResultSize asked (``shared.audit.exchange_evidence.entry``)."""
+    exchange: JsonDict | None = None
+    """Exchange: the chunk's call tallies (``calls``, ``fullCalls``, ``rows`` of its densest record type)."""
+
+    @property
+    def incomplete_reasons(self) -> list[str]:
+        return [str(e.get("detail")) for e in self.evidence if not e.get("complete", True)]
 
     def to_json(self) -> JsonDict:
+        extra: JsonDict = {}
+        if self.evidence:
+            extra["evidence"] = [dict(e) for e in self.evidence]
+        if self.exchange is not None:
+            extra["exchange"] = dict(self.exchange)
         return {
+            **extra,
             "chunk": self.chunk.to_json(),
             "records": self.records,
             "trimmed": self.trimmed,
@@ -206,6 +221,8 @@ class ChunkSummary:
             untimed=int(data.get("untimed", 0)),
             filtered_out=int(data.get("filteredOut", 0)),
             late=int(data.get("late", 0)),
+            evidence=tuple(dict(e) for e in data.get("evidence") or ()),
+            exchange=dict(data["exchange"]) if isinstance(data.get("exchange"), dict) else None,
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.audit.exchange_paging import RESULT_SIZE
 from shared.budget_wire import BudgetOptions
 from shared.models import JsonDict
 from shared.settings import Settings
@@ -42,6 +43,11 @@ class RunOptions:
     retention_days: int = 0
     """How long the tenant is sure to keep every record (``COLLECTOR_RETENTION_DAYS`` when the collection started):
     older windows are flagged possibly partial. 0 (an input written before it existed): nothing is flagged."""
+    exchange_target_records: int = 0
+    """Exchange: a chunk expected to hold more records than this is split before its lane starts
+    (``shared.window_sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
+    exchange_target_records_continuing: int = 0
+    """The same, once the service's sessions are known to continue (a fraction of the session cap)."""
 
     @property
     def budget(self) -> BudgetOptions:
@@ -71,6 +77,12 @@ class RunOptions:
             budget_lease_seconds=budget.lease_seconds,
             budget_poll_seconds=budget.poll_seconds,
             retention_days=settings.retention_days,
+            exchange_target_records=round(
+                settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)
+            ),
+            exchange_target_records_continuing=round(
+                settings.exchange_target_fraction * settings.audit.exchange_session_cap
+            ),
         )
 
     def first_poll(self, expected: float | None) -> float:

@@ -145,6 +145,10 @@ class Settings:
     """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
     budget_poll_seconds: float = 10.0
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
+    exchange_target_fraction: float = 0.65
+    """Exchange windows are sized (split before they start) so each is expected to hold at most this fraction of
+    what one call returns (5,000), or of the session cap once sessions are seen to continue: most calls then come back
+    short, which is what proves a window complete. 0 = no sizing (the planned chunks as they are)."""
 
     hosting_plan: str = hosting.LOCAL
     """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
@@ -252,6 +256,9 @@ class Settings:
             follow_delay_minutes=reader.number("COLLECTOR_FOLLOW_DELAY_MINUTES", d.follow_delay_minutes, int, 0, 1440),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
+            exchange_target_fraction=reader.number(
+                "COLLECTOR_EXCHANGE_TARGET_FRACTION", d.exchange_target_fraction, float, 0, 1
+            ),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
             budget_lease_seconds=reader.number(
                 "COLLECTOR_BUDGET_LEASE_SECONDS", d.budget_lease_seconds, float, 1, 86_400

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.audit.config import is_initial_domain
+from shared.audit.config import is_initial_domain, is_tenant_guid
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
@@ -252,18 +252,20 @@ def default_interval_minutes(source: str, settings: Settings) -> int:
 
 
 def _exchange_tenant(tenant_id: str, source: str) -> None:
-    """Exchange routes app-only calls by an anchor mailbox at the tenant's initial domain, so it needs that domain.
+    """Exchange routes app-only calls by an anchor mailbox at the tenant's initial domain or its GUID (the forms
+    public app-only clients send), so it needs one of them.
 
-    A GUID or a custom domain cannot be turned into it with the collector's permissions (Graph's /organization and
-    tenantRelationships lookups need other permissions), so the request must name it.
+    A custom domain cannot be turned into either with the collector's permissions (Graph's /organization and
+    tenantRelationships lookups need other permissions), so the request must name one.
     """
-    if source == "exchange" and not is_initial_domain(tenant_id):
+    if source == "exchange" and not (is_initial_domain(tenant_id) or is_tenant_guid(tenant_id)):
         raise InvalidRequest(
             "tenantId",
             "initial_domain",
-            "with source exchange, tenantId must be the tenant's initial domain <name>.onmicrosoft.com (see the "
-            "tenant's domains in the Entra admin center): Exchange routes app-only calls by the X-AnchorMailbox "
-            "APP:SystemMailbox{...}@<initial domain>, which a GUID or a custom domain does not give",
+            "with source exchange, tenantId must be the tenant's GUID (directory id) or its initial domain "
+            "<name>.onmicrosoft.com (see the tenant's overview and domains in the Entra admin center): Exchange "
+            "routes app-only calls by the X-AnchorMailbox APP:SystemMailbox{...}@<tenant GUID or initial domain>, "
+            "which a custom domain does not give",
         )
 
 

@@ -20,6 +20,7 @@ from shared import chunk_rules, names, progress_grid
 from shared.collection_spec import CollectionSpec
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.window_budget import BudgetLanes
+from shared.window_exchange import ExchangeLanes
 from shared.window_state import (
     BUDGET,
     COLLECT,
@@ -46,7 +47,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 __all__ = ["CollectionSpec", "CollectionWindow"]
 
 
-class CollectionWindow(BudgetLanes):
+class CollectionWindow(BudgetLanes, ExchangeLanes):
     """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and execution switches."""
 
     def __init__(self, spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH) -> None:
@@ -76,8 +77,9 @@ class CollectionWindow(BudgetLanes):
 
     @property
     def total(self) -> int:
-        """Chunks the collection will have processed: planned ones plus one per split (one window became two)."""
-        return self.planned + self.state.splits
+        """Chunks the collection will have processed: planned ones plus one per split or pre-split (one window
+        became two)."""
+        return self.planned + self.state.splits + self.state.exchange.presplits
 
     def has_pending(self) -> bool:
         return bool(self.state.requeued) or self.state.cursor < self.planned
@@ -147,6 +149,7 @@ class CollectionWindow(BudgetLanes):
         while (
             len(self.lanes) < self.options.max_concurrency
             and self._may_ask()  # while a lane waits for tenant budget, the others wait unstarted
+            and self._may_start_sized()  # Exchange: the first lane probes the tenant alone
             and (self.may_start() or (self.switching and self._fits_before_switch(self._last_call_seconds)))
         ):
             if self.state.requeued:
@@ -154,7 +157,7 @@ class CollectionWindow(BudgetLanes):
             else:
                 chunk = self.spec.planned_chunk(self.state.cursor)
                 self.state.cursor += 1
-            steps += self._start_lane(chunk)
+            steps += self._start_lane(self._sized(chunk))
         if not self.switching:
             steps += self._unpark()
         return steps
@@ -190,6 +193,7 @@ class CollectionWindow(BudgetLanes):
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
         lane = self.lanes[lane_id]
         due, lane.due = lane.due, None
+        self._learn_exchange(lane, result)
         checked_at, lane.issued_at = lane.issued_at, None
         if checked_at is not None:
             lane.call_seconds = (self.now - checked_at).total_seconds()
@@ -288,6 +292,7 @@ class CollectionWindow(BudgetLanes):
             if value.get("incomplete", False):
                 self.state.incomplete += 1
                 self.state.incomplete_windows.append(lane.chunk)
+                self._note_incomplete(lane, value)
         elif kind == "failed":
             assert isinstance(value, Failure)
             self.state.failed += 1
@@ -353,6 +358,7 @@ class CollectionWindow(BudgetLanes):
         if lane.phase == COLLECT:
             payload["cursor"] = lane.cursor
             payload["call"] = lane.calls - 1  # every call writes its own part, retries included
+            payload["splitOnFull"] = self._split_on_full()
         name = {
             SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
             POLL: names.ACTIVITY_GRAPH_COLLECT,
@@ -392,6 +398,7 @@ class CollectionWindow(BudgetLanes):
             "grid": self.grid.publish(self.state, self.lanes.values()),
             "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
             "budget": self._budget_status(),
+            "exchange": self._exchange_status(),
         }
 
     def output(self, manifest: str | None) -> JsonDict:
@@ -409,6 +416,7 @@ class CollectionWindow(BudgetLanes):
             "status": status,
             "reason": self.state.doomed.to_json() if self.state.doomed else None,
             "failures": [f.to_json() for f in self.state.failures],
+            "incompleteWindows": [dict(n) for n in self.state.incomplete_notes],
             "remaining": {
                 "requeued": [c.to_json() for c in self.state.requeued],
                 "cursor": self.state.cursor,

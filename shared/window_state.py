@@ -13,6 +13,7 @@ from typing import Any
 
 from shared.models import ActivityError, Chunk, ChunkSummary, JsonDict, iso, parse_iso
 from shared.run_options import RunOptions
+from shared.window_sizing import ExchangeSizing
 
 LEARNED_DURATIONS = 8
 """How many recent query running times the expectation is learned from (carried across continue-as-new)."""
@@ -221,9 +222,15 @@ class Carried:
     """Times a lane of this collection was answered "queued" by the tenant budget."""
     budget_lost: int = 0
     """Slots a renewal found lost (held past their lease without renewal): the lane went on regardless."""
+    exchange: ExchangeSizing = field(default_factory=ExchangeSizing)
+    """Exchange: the tenant's density and sessions as learned, and what the calls cost (``shared.window_sizing``)."""
+    incomplete_notes: list[JsonDict] = field(default_factory=list)
+    """Per incomplete window, why (``{"window": label, "reasons": [...]}``), for the output."""
 
     def to_json(self) -> JsonDict:
         return {
+            "exchange": self.exchange.to_json(),
+            "incompleteNotes": [dict(n) for n in self.incomplete_notes],
             "cursor": self.cursor,
             "requeued": [c.to_json() for c in self.requeued],
             "completed": self.completed,
@@ -268,6 +275,8 @@ class Carried:
             renew_due=parse_iso(data["renewDue"]) if data.get("renewDue") else None,
             budget_waits=int(data.get("budgetWaits", 0)),
             budget_lost=int(data.get("budgetLost", 0)),
+            exchange=ExchangeSizing.from_json(data.get("exchange")),
+            incomplete_notes=[dict(n) for n in data.get("incompleteNotes") or ()],
         )
 
     def learn_duration(self, seconds: float) -> None:

@@ -36,7 +36,8 @@ class Problem(enum.Enum):
     """Throttling or a passing failure, whatever the status code."""
 
 
-# Markers are matched case-insensitively against every text of the body.
+# Markers are matched case-insensitively against every text of the body (the service's own spelling varies:
+# "Maximum number of concurrent requests" and "maximum number of concurrent requests" are one throttle).
 _MARKERS: tuple[tuple[Problem, tuple[str, ...]], ...] = (
     (Problem.AUDITING_DISABLED, ("AuditingDisabledTenant",)),
     (Problem.ROUTING, ("ErrorIncorrectRoutingHint", "does not match the target of the request")),
@@ -57,6 +58,12 @@ _MARKERS: tuple[tuple[Problem, tuple[str, ...]], ...] = (
             "maximum number of concurrent requests",  # Exchange tenant throttling (ExoHelper retries on it)
             "issue may be transient",
             "A task was canceled",  # Exchange sync search timing out (Microsoft-Extractor-Suite #199)
+            # Exchange exceptions behind a 400 that a public InvokeCommand client retries (jflieben/M365Permissions
+            # ExchangeRestClient.cs): the cmdlet proxy or its backend was busy or unreachable, nothing was done.
+            "CmdletProxyNotAvailableFailure",
+            "ServerBusyException",
+            "TransientException",
+            "BackendCommunicationException",
         ),
     ),
 )

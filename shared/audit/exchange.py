@@ -1,26 +1,31 @@
 """Exchange Online ``Search-UnifiedAuditLog`` via the REST ``InvokeCommand`` endpoint, as an :class:`AuditSearchApi`.
 
-A window is read in one ``ReturnLargeSet`` session: the same ``SessionId`` is sent again until ``ResultIndex``
-reaches ``ResultCount``. Each cmdlet call (:meth:`ExchangeAuditClient.read_block`) takes the session's next block of
-``ResultSize`` (5,000) rows; the caller carries the session's cursor from call to call
-(``shared.audit.exchange_session``). A session can deliver at most 50,000 records, so a first call that learns a
-larger ``ResultCount`` raises :class:`NeedsSplitError` (or pages up to the cap when the window cannot be split).
+A window is read in one ``ReturnLargeSet`` session per record type: the same ``SessionId`` is sent again, each cmdlet
+call (:meth:`ExchangeAuditClient.read_block`) taking the session's next block of ``ResultSize`` (5,000) rows; the
+caller carries the session's cursor from call to call (``shared.audit.exchange_session``) and judges after each call
+whether the session is complete *by evidence* (``shared.audit.exchange_evidence``): since 2026 ``ResultCount`` no
+longer reports the window's total, so it is read only as a hint that there is more (a first call announcing more
+than the 50,000-row session cap splits the window at once).
 
 The service sends a block in HTTP pages of its own choosing with an ``@odata.nextLink``: the client asks
-``Prefer: odata.maxpagesize=1000`` and POSTs each link, pinned to the configured host, with the same body (as CIPP
-and ExoHelper do), checking that ``ResultIndex`` runs on across pages and calls. A page read again after a failure
-is safe (its link names it); the first page of a call is not (the call advances the session), so when its outcome is
-unknown, or the rows stop adding up, the caller starts a new session (bounded). Rows a new session delivers again
-repeat records already read: callers de-duplicate by id, as the chunk writer does.
+``Prefer: odata.maxpagesize=1000`` and POSTs each link, pinned to the configured origin (scheme and host: the bearer
+token never goes over plain HTTP or elsewhere), with the same body (as CIPP and ExoHelper do), checking that
+``ResultIndex`` runs on across pages and calls. A page read again after a failure is safe (its link names it); the
+first page of a call is not (the call advances the session), so when its outcome is unknown the caller starts a new
+session (bounded). A 200 whose ``@adminapi.warnings`` say the task was cancelled or the request failed is such an
+unknown outcome too, never an empty window. Rows a new session delivers again repeat records already read: callers
+de-duplicate by id, as the chunk writer does.
 
-Calls are routed by ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<initial domain>``, the app-only form public
-clients send, so the tenant must be given as its initial domain (``contoso.onmicrosoft.com``).
+Calls are routed by ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant>``, the app-only form public clients
+send, with the tenant's initial domain (``contoso.onmicrosoft.com``) or its GUID (what CIPP since 2025-02 and ExoHelper
+send).
 
 Record types: the cmdlet takes a single ``RecordType``. When several are asked for, the window is read in one
 session per record type (:meth:`ExchangeAuditClient.record_types`), so a multi-type filter stays exact without the
 caller splitting it. ``service`` and ``administrative_unit_ids`` have no cmdlet parameter and are rejected
-(:func:`validate_exchange_filters`) rather than silently ignored. :meth:`ExchangeAuditClient.count` is a one-row call
-of a throwaway session per record type, for the ``doctor`` preflight and the benchmark's warm-up.
+(:func:`validate_exchange_filters`) rather than silently ignored. :meth:`ExchangeAuditClient.probe` is one call of a
+throwaway session, for the ``doctor`` preflight and the benchmark's warm-up: it counts a window only when the call
+came back short (fewer rows than asked); otherwise it is a lower bound and says so.
 """
 
 from __future__ import annotations
@@ -28,13 +33,24 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_initial_domain
-from shared.audit.exchange_paging import SessionBrokenError, SessionCursor, int_field, is_empty_result
+from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
+from shared.audit.exchange_paging import (
+    RESULT_SIZE,
+    SESSION_CAP,
+    SessionBrokenError,
+    SessionCursor,
+    failed_warning,
+    int_field,
+    is_empty_result,
+    more_records_flag,
+    warnings_of,
+)
 from shared.audit.http import ApiIdentity, http_client_for
 from shared.audit.normalise import exchange_item, page_of, pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
@@ -43,15 +59,10 @@ from shared.errors import (
     NeedsSplitError,
     PermanentApiError,
     RequestValidationError,
-    TransientApiError,
 )
 
 logger = logging.getLogger(__name__)
 
-SESSION_CAP = 50_000
-"""Most records one ReturnLargeSet session can page through (Search-UnifiedAuditLog docs)."""
-RESULT_SIZE = 5000
-PROBE_RESULT_SIZE = 1
 PAGE_SIZE_PREFERENCE = 1000
 """Rows per HTTP page asked with ``Prefer: odata.maxpagesize`` (what every public client asks; the service decides)."""
 EXCHANGE_PERMISSION = 'Exchange.ManageAsApp + the "View-Only Audit Logs" role'
@@ -59,21 +70,25 @@ EXCHANGE_API = ApiIdentity(
     name="Exchange InvokeCommand",
     scope=EXCHANGE_SCOPE,
     permission=EXCHANGE_PERMISSION,
-    routing_fix="give tenantId as the tenant's initial domain <name>.onmicrosoft.com (the anchor mailbox names it)",
+    routing_fix=(
+        "give tenantId as the tenant's GUID or its initial domain <name>.onmicrosoft.com (the anchor mailbox names it)"
+    ),
 )
 SYSTEM_MAILBOX = "SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}"
 _DATE_FORMAT = "%Y-%m-%dT%H:%M:%S"
 
 
 def anchor_mailbox(tenant: str) -> str:
-    """``X-AnchorMailbox`` of an app-only call: the tenant's arbitration system mailbox at its initial domain."""
-    if not is_initial_domain(tenant):
+    """``X-AnchorMailbox`` of an app-only call: the tenant's arbitration system mailbox at its initial domain or at
+    its GUID (both forms are sent by public app-only clients)."""
+    text = tenant.strip().lower()
+    if not (is_initial_domain(text) or is_tenant_guid(text)):
         raise ConfigError(
             "tenant_id",
-            "Exchange needs the tenant's initial domain <name>.onmicrosoft.com: app-only calls are routed by the "
-            f"anchor mailbox APP:{SYSTEM_MAILBOX}@<initial domain>, and {tenant!r} is not one",
+            "Exchange needs the tenant's GUID or its initial domain <name>.onmicrosoft.com: app-only calls are routed "
+            f"by the anchor mailbox APP:{SYSTEM_MAILBOX}@<tenant>, and {tenant!r} is neither",
         )
-    return f"APP:{SYSTEM_MAILBOX}@{tenant.strip().lower()}"
+    return f"APP:{SYSTEM_MAILBOX}@{text}"
 
 
 def validate_exchange_filters(filters: AuditFilters) -> None:
@@ -128,6 +143,29 @@ def build_parameters(
     return params
 
 
+@dataclass
+class ProbeCall:
+    """What one call of a session showed (``ExchangeAuditClient.probe``): rows, indexes, the service's own words."""
+
+    asked: int
+    rows: int = 0
+    indexes: list[int] = field(default_factory=list)
+    result_count: int | None = None
+    more: bool | None = None
+    more_present: bool = False
+    warnings: list[str] = field(default_factory=list)
+    page_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def short(self) -> bool:
+        """Fewer rows than asked: the window holds exactly ``rows`` (for this session's filters)."""
+        return self.rows < self.asked
+
+    def describe(self) -> str:
+        """``1,234 records`` when the call proves it, else ``at least 5,000 records``."""
+        return f"{self.rows:,} records" if self.short else f"at least {self.rows:,} records"
+
+
 class ExchangeAuditClient:
     """:class:`AuditSearchApi` over ``Search-UnifiedAuditLog`` (one ``requests.Session`` per instance)."""
 
@@ -157,7 +195,9 @@ class ExchangeAuditClient:
         self._url = f"{config.exchange_root}/adminapi/beta/{quote(config.tenant_id, safe='')}/InvokeCommand"
         self._origin = urlsplit(config.exchange_base_url)
         self.session_cap = session_cap
-        self._result_size = result_size
+        self.result_size = result_size
+        self.warnings_seen: list[str] = []
+        """Every ``@adminapi.warnings`` text this client received (the ``doctor`` reports them), newest last."""
 
     def close(self) -> None:
         self._http.close()
@@ -171,19 +211,22 @@ class ExchangeAuditClient:
         *,
         record_type: str | None,
         high: bool,
-        probe: bool,
-    ) -> Iterator[list[Any]]:
-        """The rows of one cmdlet call, one HTTP page at a time (following ``@odata.nextLink``).
+        result_size: int,
+        resend_first: bool = False,
+    ) -> Iterator[tuple[list[Any], dict[str, Any]]]:
+        """The rows of one cmdlet call, one HTTP page at a time (following ``@odata.nextLink``), with each response.
 
-        A ``probe`` asks one row of a throwaway session: sending it again is harmless. Any other call advances its
-        session, so its first request is not sent again when its outcome is unknown.
+        A call advances its session, so its first request is not sent again when its outcome is unknown, unless
+        ``resend_first`` (a throwaway session's only call). A 200 whose warnings say the cmdlet was cancelled or
+        failed is such an unknown outcome (a nextLink page is read again; a first page raises
+        ``AmbiguousResponseError``).
         """
         parameters = build_parameters(
             window,
             filters,
             record_type=record_type,
             session_id=session_id,
-            result_size=PROBE_RESULT_SIZE if probe else self._result_size,
+            result_size=result_size,
             high_completeness=high,
         )
         headers = {
@@ -195,11 +238,16 @@ class ExchangeAuditClient:
         }
         body = {"CmdletInput": {"CmdletName": "Search-UnifiedAuditLog", "Parameters": parameters}}
         url: str | None = self._url
-        resend = probe  # a nextLink page names itself: reading it again is safe
+        resend = resend_first  # a nextLink page names itself: reading it again is safe
         while url is not None:
             try:
                 response = self._http.request_json(
-                    "POST", url, json_body=body, headers=headers, resend_if_ambiguous=resend
+                    "POST",
+                    url,
+                    json_body=body,
+                    headers=headers,
+                    resend_if_ambiguous=resend,
+                    failed_if=self._failed_warning,
                 )
             except PermanentApiError as exc:
                 if url == self._url and exc.status in (404, 410):
@@ -209,22 +257,32 @@ class ExchangeAuditClient:
                         "admin API may have moved); check AUDIT_EXCHANGE_BASE_URL",
                     ) from None
                 raise
-            rows = response.get("value") if response else []
+            response = response or {}
+            rows = response.get("value", [])
             if not isinstance(rows, list):
                 raise PermanentApiError("InvokeCommand response has no 'value' list")
-            link = (response.get("@odata.nextLink") or response.get("odata.nextLink")) if response else None
+            link = response.get("@odata.nextLink") or response.get("odata.nextLink")
             if link and not rows:
                 raise SessionBrokenError("InvokeCommand sent an empty page with a nextLink")
-            yield rows
+            yield rows, response
             url = self._checked_next_link(link if isinstance(link, str) and link else None)
             resend = True
+
+    def _failed_warning(self, response: dict[str, Any]) -> str | None:
+        """Every answer's warnings are kept and logged; one saying the cmdlet did not finish fails the answer."""
+        warnings = warnings_of(response)
+        self.warnings_seen = [*self.warnings_seen, *warnings][-20:]
+        for warning in warnings:
+            logger.warning("InvokeCommand warned: %s", warning[:300])
+        return failed_warning(response)
 
     def _checked_next_link(self, link: str | None) -> str | None:
         if link is None:
             return None
         parts = urlsplit(link)
-        # The bearer token goes wherever the link points: follow it only on the configured Exchange origin.
-        if (parts.scheme, parts.netloc.lower()) != (self._origin.scheme, self._origin.netloc.lower()):
+        # The bearer token goes wherever the link points: follow it only on the configured Exchange origin (the same
+        # scheme too: an http:// link on the right host would send the token in clear).
+        if (parts.scheme.lower(), parts.netloc.lower()) != (self._origin.scheme.lower(), self._origin.netloc.lower()):
             raise PermanentApiError(
                 f"InvokeCommand nextLink points outside {self._origin.scheme}://{self._origin.netloc}"
             )
@@ -251,61 +309,86 @@ class ExchangeAuditClient:
     ) -> Iterator[RecordPage]:
         """One cmdlet call of the session ``cursor`` names: its next block of up to ResultSize rows, page by page.
 
-        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` advances as rows arrive, so the
-        caller can carry it to the next call (another activity, maybe another process). The first call of a session
-        learns its ``ResultCount``: over the session cap it raises :class:`NeedsSplitError`, unless
-        ``allow_over_cap``, which pages the session up to the cap (the caller reports the window incomplete).
-        Rows that do not continue the session (a gap, a repeat, a changed count, an early end) raise
-        :class:`SessionBrokenError`, and a first page whose outcome is unknown :class:`AmbiguousResponseError`: the
-        caller starts a new session (rows it repeats are removed by id).
+        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` advances as rows arrive; once
+        the last page is read, ``cursor.last`` holds the call's facts for the judge. The first call of a session whose
+        first row announces a ``ResultCount`` over the session cap raises :class:`NeedsSplitError` before any page
+        (a claim of "more" can only cost a split), unless ``allow_over_cap`` (the window cannot be split). Rows that
+        do not continue the session raise :class:`SessionBrokenError`, and a first page whose outcome is unknown
+        :class:`AmbiguousResponseError`.
         """
-        in_call = 0
+        cursor.start_call(self.result_size)
         rows_of_call = self._call(
-            window, filters, cursor.session_id, record_type=record_type, high=high_completeness, probe=False
+            window,
+            filters,
+            cursor.session_id,
+            record_type=record_type,
+            high=high_completeness,
+            result_size=self.result_size,
         )
-        for rows in rows_of_call:
-            if in_call == 0 and is_empty_result(rows):
-                if cursor.result_count is None:
-                    cursor.result_count = 0  # nothing in the window (or it emptied)
-                    return
-                raise SessionBrokenError(
-                    f"session {cursor.session_id} ended at index {cursor.next_index - 1} of {cursor.result_count}"
-                )
-            in_call += len(rows)
-            if in_call > self._result_size:
-                raise SessionBrokenError(f"a call of session {cursor.session_id} gave more than ResultSize rows")
-            if cursor.result_count is None and isinstance(rows[0], dict):
-                count = int_field(rows[0], "ResultCount")
+        first = True
+        for rows, response in rows_of_call:
+            cursor.note(more=more_records_flag(response))
+            if first and is_empty_result(rows):
+                break
+            lead = rows[0] if isinstance(rows[0], dict) else {}
+            if first and cursor.calls == 0 and not allow_over_cap:
+                count = int_field(lead, "ResultCount")
                 if count is not None and count > self.session_cap:
-                    if not allow_over_cap:
-                        scope = f" (RecordType {pascal(record_type)})" if record_type else ""
-                        raise NeedsSplitError(
-                            f"{count} records in {window.start.isoformat()}..{window.end.isoformat()}{scope} exceed "
-                            f"the {self.session_cap}-record session cap",
-                            limit=self.session_cap,
-                            reported_count=count,
-                        )
-                    cursor.limit = self.session_cap  # page as far as the cap allows; the caller reports the rest
-            kept = cursor.within_limit(rows)
-            cursor.accept(kept)
-            page = page_of(kept, exchange_item)
+                    scope = f" (RecordType {pascal(record_type)})" if record_type else ""
+                    raise NeedsSplitError(
+                        f"{window.start.isoformat()}..{window.end.isoformat()}{scope}: the service announces {count} "
+                        f"records, over the {self.session_cap}-record session cap",
+                        limit=self.session_cap,
+                        reported_count=count,
+                    )
+            first = False
+            cursor.note(more=more_records_flag(rows[-1]), result_count=int_field(lead, "ResultCount"))
+            cursor.accept(rows)
+            page = page_of(rows, exchange_item)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page
-            if cursor.done:
-                return
+        cursor.end_call()
 
-    def count(self, window: TimeWindow, filters: AuditFilters, *, high_completeness: bool = False) -> int:
-        """How many records the window holds: the ``ResultCount`` of a one-row call per record type."""
-        total = 0
-        for record_type in self._types(filters):
-            session_id = str(uuid.uuid4())
-            probe = self._call(window, filters, session_id, record_type=record_type, high=high_completeness, probe=True)
-            rows = next(probe, [])
+    def probe(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters | None = None,
+        *,
+        result_size: int = RESULT_SIZE,
+        record_type: str | None = None,
+        session_id: str | None = None,
+        high_completeness: bool = False,
+    ) -> ProbeCall:
+        """One call of a session (a throwaway one unless ``session_id`` names it): what it returned, unchecked.
+
+        It counts the window only when the call is short (``ProbeCall.short``); a full call is a lower bound.
+        """
+        seen = ProbeCall(asked=result_size)
+        rows_of_call = self._call(
+            window,
+            filters or AuditFilters(),
+            session_id or str(uuid.uuid4()),
+            record_type=record_type,
+            high=high_completeness,
+            result_size=result_size,
+            resend_first=session_id is None,
+        )
+        for rows, response in rows_of_call:
+            seen.warnings += warnings_of(response)
+            more = more_records_flag(response)
+            if more is None and rows:
+                more = more_records_flag(rows[-1])
+            if more is not None:
+                seen.more, seen.more_present = more, True
             if is_empty_result(rows):
-                continue
-            count = int_field(rows[0], "ResultCount") if isinstance(rows[0], dict) else None
-            if count is None or count < 0:
-                raise TransientApiError(f"probe session {session_id} returned no valid ResultCount")
-            total += count
-        return total
+                break
+            seen.page_sizes.append(len(rows))
+            seen.rows += len(rows)
+            for row in rows:
+                index = int_field(row, "ResultIndex") if isinstance(row, dict) else None
+                if index is not None:
+                    seen.indexes.append(index)
+                if seen.result_count is None and isinstance(row, dict):
+                    seen.result_count = int_field(row, "ResultCount")
+        return seen

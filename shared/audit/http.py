@@ -81,6 +81,7 @@ class _Call:
     forbidden_seen: int = 0
     recover: Callable[[], dict[str, Any] | None] | None = None
     resend_if_ambiguous: bool = True
+    failed_if: Callable[[dict[str, Any]], str | None] | None = None
     ambiguous: bool = False
     """The last attempt may have been applied by the server (5xx or no answer): call ``recover`` before resending."""
 
@@ -209,6 +210,7 @@ class AuditHttpClient:
         not_found_ok: bool = False,
         recover: Callable[[], dict[str, Any] | None] | None = None,
         resend_if_ambiguous: bool = True,
+        failed_if: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> dict[str, Any] | None:
         """Sends the call, retrying per policy; returns the JSON object (None for 204, or 404 when allowed).
 
@@ -218,6 +220,8 @@ class AuditHttpClient:
                 is what the lost response would have said, and is returned instead of resending.
             resend_if_ambiguous: False for a call that advances server-side state (the first call of an Exchange
                 search block): an unknown outcome raises :class:`AmbiguousResponseError` instead of a resend.
+            failed_if: reads a 2xx body and names why it is a failure in disguise (Exchange: a 200 whose warnings
+                say the cmdlet was cancelled), or None. Such an answer is an unknown outcome: retried like a 5xx.
         """
         call = _Call(
             method,
@@ -228,6 +232,7 @@ class AuditHttpClient:
             not_found_ok,
             recover=recover,
             resend_if_ambiguous=resend_if_ambiguous,
+            failed_if=failed_if,
         )
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self._config.max_attempts),
@@ -332,6 +337,10 @@ class AuditHttpClient:
                 call.ambiguous = True
                 error = _RetryableError(f"{self._api.name} returned JSON that is not an object", status=status)
                 raise self._unless_unsafe(call, error)
+            failed = call.failed_if(body) if call.failed_if is not None else None
+            if failed is not None:
+                call.ambiguous = True  # the work may have been done (or partly): only a safe call is sent again
+                raise self._unless_unsafe(call, _RetryableError(f"{self._api.name}: {failed}", status=status))
             return body
         error_body = _error_body(response)
         detail = f"{status} {error_body.code}: {error_body.message}".strip()

@@ -121,6 +121,11 @@ class AuditQueryApi(Protocol):
 
 
 class AuditSearchApi(Protocol):
+    @property
+    def session_cap(self) -> int:
+        """Most rows one session can deliver (Exchange: 50,000): a session that reaches it proves nothing."""
+        ...
+
     def record_types(self, filters: AuditFilters) -> list[str | None]:
         """One session per record type the filters name (``[None]`` for all types in one session)."""
         ...
@@ -135,10 +140,11 @@ class AuditSearchApi(Protocol):
         high_completeness: bool = False,
         allow_over_cap: bool = False,
     ) -> Iterator[RecordPage]:
-        """One call of a paged session: its next block of records, page by page; ``cursor`` advances in place.
+        """One call of a paged session: its next block of records, page by page; ``cursor`` advances in place and,
+        once the last page is read, holds the call's facts (``cursor.last``: rows against ResultSize asked).
 
-        Raises ``NeedsSplitError`` (over the session cap, unless ``allow_over_cap``) and ``SessionBrokenError`` or
-        ``AmbiguousResponseError`` when the session cannot go on (start a new one; repeated records are removed by
-        id downstream). ``high_completeness`` asks for completeness over speed (Exchange's ``-HighCompleteness``).
+        Raises ``NeedsSplitError`` (the service announces more than the session cap, unless ``allow_over_cap``),
+        ``SessionBrokenError`` when the rows do not continue the session, and ``AmbiguousResponseError`` when the
+        call's outcome is unknown. ``high_completeness`` asks for completeness over speed (``-HighCompleteness``).
         """
         ...

@@ -1,13 +1,15 @@
-"""Exchange ``InvokeCommand`` probes: token, the anchor form the service routes, the role, and one paged session.
+"""Exchange ``InvokeCommand`` probes: token, the anchor forms the service routes, the role, how its 2026
+``Search-UnifiedAuditLog`` behaves, and one window read the way the collector reads a chunk.
 
-Every call goes through the collector's own adapter (``ExchangeAuditClient``): a count over the last 15 minutes
-shows routing and the role; the tenant GUID form of the anchor (``APP:SystemMailbox{...}@<tenant GUID>``, what some
-public clients send) is tried once more with the adapter's routing hint replaced, to say whether the service accepts
-it too. Then the window is widened until it holds more than 1,000 records (bounded widenings and time) and its
-``ReturnLargeSet`` session is read the way the collector reads a chunk (``exchange_session.read_window``: one
-``read_block`` call after another, the cursor carried between them, a broken session started over), observing the
-HTTP page sizes the service chose and whether the nextLinks added up.
-All of it is read-only: Search-UnifiedAuditLog searches, it creates nothing.
+Every call goes through the collector's own adapter (``ExchangeAuditClient``): one call over the last 15 minutes shows
+routing and the role (it counts the records only when it comes back short: no ``ResultCount`` is trusted); the other
+anchor form (``APP:SystemMailbox{...}@<tenant GUID>`` when the tenant was named by its initial domain) is tried once
+more with the adapter's routing hint replaced, to say which forms the service accepts. Then a window is found whose
+one call comes back short with more than 1,000 rows (``exchange_service.find_window``), on which the service's meaning
+of ``ResultCount``, ``moreRecordsAvailable``, its warnings and whether its sessions continue are probed
+(``exchange.resultcount``, ``exchange.sessions``), and which is read as the collector reads a chunk
+(``exchange_session.read_window``), observing the HTTP page sizes the service chose and whether the nextLinks added
+up. All of it is read-only: Search-UnifiedAuditLog searches, it creates nothing.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_initial_domain
+from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
 from shared.audit.exchange import SYSTEM_MAILBOX, ExchangeAuditClient, anchor_mailbox
 from shared.audit.exchange_session import read_window
 from shared.audit.ports import AuditFilters, AuditSearchApi, TimeWindow
+from shared.doctor.exchange_service import MUST_EXCEED, Found, find_window, result_count, sessions, span_text
 from shared.doctor.fixes import EXCHANGE_MANAGE_AS_APP_FIX, EXCHANGE_ROLE_FIX, ROUTING_FIX, failure
 from shared.doctor.graph_probe import close_pages
 from shared.doctor.model import EXCHANGE_PROBES, Budget, ProbeResult, brief, differs, failed, ok, skipped
@@ -35,14 +38,6 @@ from shared.errors import (
 )
 
 WINDOW = timedelta(minutes=15)
-MUST_EXCEED = 1000
-"""A session must hold more rows than one 1,000-row page for paging to show."""
-TARGET_MAX = 20_000
-"""Above this the window is narrowed again: paging shows just as well, and reading stays short."""
-WIDEN_FACTOR = 4
-MAX_WIDENINGS = 6
-"""15 minutes x 4^6 = 42 days at most."""
-MAX_NARROWINGS = 5
 PAGING_LIMIT_SECONDS = 150.0
 _ROLE_MARKERS = ("isn't supported in this scenario", "cmdletaccessdenied", "not recognized as the name of a cmdlet")
 
@@ -51,14 +46,6 @@ def _misrouted(exc: CollectorError) -> bool:
     """A refused routing hint: 400 ErrorIncorrectRoutingHint, or the older 503 MailboxInfoStale (retried, then
     given up on)."""
     return isinstance(exc, RoutingError) or (isinstance(exc, TransientApiError) and "MailboxInfoStale" in str(exc))
-
-
-def _span(delta: timedelta) -> str:
-    minutes = int(delta.total_seconds() // 60)
-    if minutes < 120:
-        return f"{minutes} minutes"
-    hours = minutes / 60
-    return f"{hours:g} hours" if hours < 48 else f"{hours / 24:.1f} days"
 
 
 def _plural(n: int) -> str:
@@ -110,12 +97,12 @@ class ExchangeProbe:
         self._roles = facts.roles
         end = self.now().replace(microsecond=0)
         tiny = TimeWindow(end - WINDOW, end)
-        if not is_initial_domain(self._tenant):
+        if not (is_initial_domain(self._tenant) or is_tenant_guid(self._tenant)):
             note = self._guid_form(tokens, facts.tenant_guid, tiny)
             self.results["exchange.anchor"] = failed(
                 "exchange.anchor",
-                f"{self._tenant} is not an initial domain, and the collector routes Exchange calls by "
-                f"APP:{SYSTEM_MAILBOX}@<initial domain>{note}",
+                f"{self._tenant} is neither the tenant's GUID nor its initial domain, and the collector routes "
+                f"Exchange calls by APP:{SYSTEM_MAILBOX}@<tenant GUID or initial domain>{note}",
                 ROUTING_FIX,
             )
             self._skip_rest("needs exchange.anchor, which failed")
@@ -124,11 +111,7 @@ class ExchangeProbe:
         try:
             self._probe_routing_and_role(client, tokens, facts.tenant_guid, tiny)
             if "exchange.paging" not in self.results:
-                self.results["exchange.paging"] = (
-                    skipped("exchange.paging", self.budget.why_skipped())
-                    if self.budget.exhausted(5.0)
-                    else self._paging(client, end)
-                )
+                self._service(client, end)
         finally:
             client.close()
 
@@ -138,7 +121,7 @@ class ExchangeProbe:
     ) -> None:
         anchor = anchor_mailbox(self._tenant)
         try:
-            count = client.count(tiny, AuditFilters())
+            seen = client.probe(tiny)
         except MissingPermissionError as exc:
             self.results["exchange.anchor"] = skipped(
                 "exchange.anchor", "the call was refused for permission before routing could be seen (exchange.role)"
@@ -160,10 +143,16 @@ class ExchangeProbe:
                 self.results["exchange.anchor"] = self._fail("exchange.anchor", exc)
             self._skip_rest("needs exchange.anchor, which failed")
             return
-        note = self._guid_form(tokens, guid, tiny)
+        if is_tenant_guid(self._tenant):
+            note = (
+                "; the initial-domain form was not tried (the tenant was named by its GUID; name it by its initial "
+                "domain to probe both forms)"
+            )
+        else:
+            note = self._guid_form(tokens, guid, tiny)
         self.results["exchange.anchor"] = ok("exchange.anchor", f"the service routed X-AnchorMailbox {anchor}{note}")
         self.results["exchange.role"] = ok(
-            "exchange.role", f"Search-UnifiedAuditLog ran for the app: {count:,} records in the last 15 minutes"
+            "exchange.role", f"Search-UnifiedAuditLog ran for the app: {seen.describe()} in the last 15 minutes"
         )
 
     def _permission_fix(self, exc: MissingPermissionError) -> str:
@@ -181,19 +170,26 @@ class ExchangeProbe:
         form = f"APP:{SYSTEM_MAILBOX}@{guid}"
         client = ExchangeAuditClient(self.config, tokens=tokens, anchor=form)
         try:
-            client.count(tiny, AuditFilters())
+            client.probe(tiny)
         except MissingPermissionError:
             return f"; the tenant GUID form {form} got past routing (then refused for permission)"
         except CollectorError as exc:
             if _misrouted(exc):
-                return f"; the tenant GUID form {form} was refused (the collector sends only the initial-domain form)"
+                return (
+                    f"; the tenant GUID form {form} was refused (name this tenant by its initial domain, not its GUID)"
+                )
             return f"; the tenant GUID form could not be tried ({exc})"
         finally:
             client.close()
-        return f"; the tenant GUID form {form} was routed"
+        return f"; the tenant GUID form {form} was routed too"
 
-    # --- one session that must page ------------------------------------------------------------------------------
-    def _paging(self, client: ExchangeAuditClient, end: datetime) -> ProbeResult:
+    # --- how the service behaves, on one window a call proves ---------------------------------------------------
+    def _service(self, client: ExchangeAuditClient, end: datetime) -> None:
+        probes = ("exchange.resultcount", "exchange.sessions", "exchange.paging")
+        if self.budget.exhausted(5.0):
+            for probe in probes:
+                self.results[probe] = skipped(probe, self.budget.why_skipped())
+            return
         started = self.budget.elapsed()
         limit = min(PAGING_LIMIT_SECONDS, self.budget.remaining() - 5.0)
 
@@ -201,67 +197,44 @@ class ExchangeProbe:
             return self.budget.elapsed() - started < limit
 
         try:
-            chosen, tried = self._find_window(client, end, time_left)
-            if chosen is None:
-                span, count = tried[-1]
-                return skipped(
-                    "exchange.paging",
-                    f"could not find a window with more than {MUST_EXCEED:,} records (tried {len(tried)} windows "
-                    f"ending now, the widest {_span(span)} with {count:,}"
-                    + ("" if time_left() else ", before the time budget ran out")
-                    + "): paging was not exercised",
-                )
-            window, count = chosen
-            return self._read_session(client, window, count, time_left)
+            found, tried = find_window(client, end, time_left)
+        except CollectorError as exc:
+            for probe in probes:
+                self.results[probe] = self._fail(probe, exc)
+            return
+        if found is None:
+            span, seen = tried[-1]
+            why = (
+                f"could not find a window one call proves with more than {MUST_EXCEED:,} records (tried {len(tried)} "
+                f"windows ending now, the widest {span_text(span)} with {seen.describe()}"
+                + ("" if time_left() else ", before the time budget ran out")
+                + ")"
+            )
+            for probe in probes:
+                self.results[probe] = skipped(probe, f"{why}: not exercised")
+            return
+        for probe, run in (("exchange.resultcount", result_count), ("exchange.sessions", sessions)):
+            try:
+                self.results[probe] = run(client, found)
+            except CollectorError as exc:
+                self.results[probe] = self._fail(probe, exc)
+        self.results["exchange.paging"] = self._paging(client, found, time_left)
+
+    def _paging(self, client: ExchangeAuditClient, found: Found, time_left: Callable[[], bool]) -> ProbeResult:
+        try:
+            return self._read_session(client, found.window, found.call.rows, time_left)
         except NeedsSplitError as exc:
-            return skipped("exchange.paging", f"the window chosen exceeded the session cap ({exc})")
+            return differs("exchange.paging", f"a window one call had proven could not be read in one ({exc})")
         except TransientApiError as exc:
             if "broke and" in str(exc):
                 return differs("exchange.paging", f"the session's rows did not add up across pages ({exc})")
             return self._fail("exchange.paging", exc)
         except PermanentApiError as exc:
-            if "nextLink" in str(exc) or "ResultSize" in str(exc):
+            if "nextLink" in str(exc):
                 return differs("exchange.paging", str(exc))
             return self._fail("exchange.paging", exc)
         except CollectorError as exc:
             return self._fail("exchange.paging", exc)
-
-    def _find_window(
-        self, client: ExchangeAuditClient, end: datetime, time_left: Callable[[], bool]
-    ) -> tuple[tuple[TimeWindow, int] | None, list[tuple[timedelta, int]]]:
-        """Widen (x4) from 15 minutes until a window holds more than 1,000 records; narrow when it holds too many."""
-        tried: list[tuple[timedelta, int]] = []
-
-        def count(span: timedelta) -> int:
-            n = client.count(TimeWindow(end - span, end), AuditFilters())
-            tried.append((span, n))
-            return n
-
-        low, span = timedelta(0), WINDOW
-        for _ in range(MAX_WIDENINGS + 1):
-            n = count(span)
-            if MUST_EXCEED < n <= TARGET_MAX:
-                return (TimeWindow(end - span, end), n), tried
-            if n > TARGET_MAX:
-                break
-            if not time_left():
-                return None, tried
-            low, span = span, span * WIDEN_FACTOR
-        else:
-            return None, tried
-        high, high_count = span, tried[-1][1]
-        for _ in range(MAX_NARROWINGS):
-            if not time_left():
-                break
-            middle = timedelta(seconds=round((low + high).total_seconds() / 2))
-            n = count(middle)
-            if MUST_EXCEED < n <= TARGET_MAX:
-                return (TimeWindow(end - middle, end), n), tried
-            low, high = (middle, high) if n <= MUST_EXCEED else (low, middle)
-            high_count = n if n > MUST_EXCEED else high_count
-        if high_count <= client.session_cap:
-            return (TimeWindow(end - high, end), high_count), tried
-        return None, tried
 
     def _read_session(
         self, client: AuditSearchApi, window: TimeWindow, count: int, time_left: Callable[[], bool]
@@ -272,9 +245,10 @@ class ExchangeProbe:
         seen: set[str] = set()
         repeated = 0
         stopped = False
+        evidence = ""
         calls = read_window(client, window, AuditFilters())
         try:
-            for pages, _ in calls:
+            for pages, cursor in calls:
                 next_links += max(0, len(pages) - 1)  # a call's first page answers the call, the rest its nextLinks
                 for page in pages:
                     sizes.append(len(page.records) + len(page.malformed))
@@ -282,6 +256,8 @@ class ExchangeProbe:
                         record_id = str(record.get("id"))
                         repeated += record_id in seen
                         seen.add(record_id)
+                if cursor.evidence:
+                    evidence = str(cursor.evidence[-1]["detail"])
                 if not time_left():
                     stopped = True
                     break
@@ -296,10 +272,12 @@ class ExchangeProbe:
                 f"collector started the session over ({shape}); the collector removes them by id",
             )
         detail = (
-            f"{rows:,} records over the last {_span(window.end - window.start)} ({count:,} counted) in "
-            f"{len(sizes)} HTTP page{_plural(len(sizes))}: {shape}; nextLink followed {next_links} "
-            f"time{_plural(next_links)}, ResultIndex 1..{rows:,} without gap or repeat"
+            f"{rows:,} records over the last {span_text(window.end - window.start)} in {len(sizes)} HTTP "
+            f"page{_plural(len(sizes))}: {shape}; nextLink followed {next_links} time{_plural(next_links)}, "
+            f"ResultIndex 1..{rows:,} without gap or repeat"
         )
+        if evidence:
+            detail += f"; complete by evidence: {evidence}"
         if sizes and max(sizes) > 1000:
             detail += "; the service sent pages over the 1,000 asked with Prefer: odata.maxpagesize (handled)"
         if stopped:

@@ -40,7 +40,8 @@ EXCHANGE_ROLE_FIX = (
 )
 ROUTING_FIX = (
     "give the tenant (--tenant / tenantId) as its initial domain <name>.onmicrosoft.com (Entra admin center -> "
-    "Domain names): Exchange routes app-only calls by the anchor mailbox APP:SystemMailbox{...}@<that domain>"
+    "Domain names) or its GUID (directory id): Exchange routes app-only calls by the anchor mailbox "
+    "APP:SystemMailbox{...}@<that domain or GUID>"
 )
 
 

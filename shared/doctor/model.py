@@ -39,6 +39,8 @@ PROBE_ORDER = (
     "exchange.token",
     "exchange.anchor",
     "exchange.role",
+    "exchange.resultcount",
+    "exchange.sessions",
     "exchange.paging",
 )
 """Every probe, in the order results are reported (they may run in another order)."""

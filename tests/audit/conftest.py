@@ -49,10 +49,24 @@ class Emu:
         return self.config(tenant_id=DOMAIN, **overrides)
 
 
+OLD_EXCHANGE = {
+    "result_count": "total",
+    "over_delivery": 0.0,
+    "session_mode": "continue",
+    "unsorted": False,
+    "cancel_warning_rate": 0.0,
+    "transient_400_rate": 0.0,
+}
+"""The Exchange service before 2026: the adapter's mechanics are tested on it (``start_emulator(exchange=...)`` and
+``test_exchange_evidence.py`` / the e2e tests run the 2026 defaults)."""
+
+
 def start_emulator(**config_kwargs: Any) -> Any:
     from m365_emulator import EmulatorConfig, TenantSpec, run_emulator
+    from m365_emulator.config import ExchangeSettings
 
     tenant = TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=7, records_per_hour=240.0)
+    config_kwargs.setdefault("exchange", ExchangeSettings(**OLD_EXCHANGE))  # type: ignore[arg-type]
     return run_emulator(EmulatorConfig(tenants=[tenant], **config_kwargs))
 
 

@@ -2,8 +2,8 @@
 
 * Graph: a create whose response is lost (the query exists, the answer is a 503) is not submitted again; the
   adapter finds the query by its displayName and window and reuses it.
-* Exchange: a window over the session cap can be paged up to the cap, call by call; the cursor then says the window
-  is incomplete.
+* Exchange: a window over the session cap, when it cannot be split, is paged until the session reaches the cap, call
+  by call; the cursor then says the window is incomplete, and why.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def test_graph_create_without_faults_creates_once(fresh: Emu) -> None:
 
 def _read_up_to_cap(client: ExchangeAuditClient, win: TimeWindow) -> tuple[list[RecordPage], ExchangeCursor]:
     """The lane's calls of a window that cannot be split (``allowIncomplete``): the pages and the last cursor."""
-    calls = list(read_window(client, win, AuditFilters(), allow_over_cap=True))
+    calls = list(read_window(client, win, AuditFilters(), splittable=False))
     return [page for pages, _ in calls for page in pages], calls[-1][1]
 
 
@@ -82,9 +82,12 @@ def test_exchange_pages_up_to_the_cap_then_reports_the_window_incomplete(emu: Em
     pages, cursor = _read_up_to_cap(client, win)
     got = collect(iter(pages), win)
     truth = emu.handle.ground_truth_ids(TENANT, win.start, win.end)
-    assert len(truth) > 100 and cursor.incomplete  # the lane reports the chunk incomplete
-    assert got.ids == truth[:100]  # the session's first 100 records, in order, none twice
-    assert len(cursor.parts) == 3  # 40 + 40 + 20 rows: the last call stops at the cap
+    assert len(truth) > 120 and cursor.incomplete  # the lane reports the chunk incomplete
+    assert sorted(got.ids) == sorted(truth[:120])  # the session's first 120 records, none twice
+    assert len(cursor.parts) == 3  # 40 + 40 + 40 rows: the session reached the cap without a short call
+    (evidence,) = cursor.evidence
+    assert not evidence["complete"] and "cap of 100 rows" in evidence["detail"]
+    assert "cannot be split" in evidence["detail"]
 
 
 def test_exchange_up_to_cap_under_the_cap_is_the_whole_window(emu: Emu) -> None:

@@ -32,7 +32,7 @@ def test_bad_secret_names_the_setting_without_the_secret(emu: Emu, caplog: pytes
 def test_unknown_client_id_names_client_id(emu: Emu) -> None:
     client = build_search_api(emu.exchange_config(client_id="00000000-0000-0000-0000-00000000beef"))
     with pytest.raises(AuthenticationError, match="client_id"):
-        client.count(WIN, AuditFilters())
+        client.probe(WIN)
 
 
 def test_unknown_tenant_names_tenant_id(emu: Emu) -> None:
@@ -56,14 +56,14 @@ def test_missing_exchange_role_is_named(emu: Emu) -> None:
     register(emu.handle, client_id=client_id, exchange_role=False)
     client = ExchangeAuditClient(emu.exchange_config(client_id=client_id), retry_wait_scale=FAST)
     with pytest.raises(MissingPermissionError) as info:
-        client.count(WIN, AuditFilters())
+        client.probe(WIN)
     assert "Exchange.ManageAsApp" in str(info.value) and "View-Only Audit Logs" in str(info.value)
 
 
 def test_transient_403_is_retried(emu: Emu) -> None:
     emu.handle.faults.transient_403_count = 2
     client = ExchangeAuditClient(emu.exchange_config(transient_403_attempts=3), retry_wait_scale=FAST)
-    assert client.count(WIN, AuditFilters()) == len(emu.handle.ground_truth_ids(TENANT, WIN.start, WIN.end))
+    assert client.probe(WIN).rows == len(emu.handle.ground_truth_ids(TENANT, WIN.start, WIN.end))
     assert sum(emu.handle.stats.transient_403.values()) >= 2
 
 
@@ -107,7 +107,8 @@ def test_password_protected_pkcs12_file_signs_in(emu: Emu, tmp_path: Path) -> No
         client_id=client_id, client_secret=None, certificate_path=str(path), certificate_password="p12-password"
     )
     expected = len(emu.handle.ground_truth_ids(TENANT, WIN.start, WIN.end))
-    assert build_search_api(config).count(WIN, AuditFilters()) == expected
+    probe = build_search_api(config).probe(WIN)  # type: ignore[attr-defined]
+    assert probe.short and probe.rows == expected
 
 
 def test_a_certificate_the_app_does_not_know_names_the_certificate_setting(emu: Emu) -> None:

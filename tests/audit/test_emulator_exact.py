@@ -17,8 +17,10 @@ from shared.errors import NeedsSplitError
 from shared.records import parse_record_time, trim_to_window
 from tests.audit.conftest import (
     FAST,
+    OLD_EXCHANGE,
     TENANT,
     Emu,
+    collect,
     exchange_collect,
     graph_collect,
     register,
@@ -52,7 +54,8 @@ def test_exchange_exact_ids(emu: Emu, hours: float, offset: float) -> None:
     win = window(hours, offset_hours=offset)
     client = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST, result_size=500)
     expected = truth(emu, win)
-    assert client.count(win, AuditFilters()) == len(expected)
+    probe = client.probe(win)  # one call of ResultSize 5,000: short, so it counts the window
+    assert probe.short and probe.rows == len(expected)
     got = exchange_collect(client, win)
     assert sorted(got.ids) == expected
     assert got.trimmed == 0
@@ -137,7 +140,7 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
 
     with start_emulator(
         graph=GraphSettings(record_count_limit=50, completion_delay_seconds=0.05),
-        exchange=ExchangeSettings(session_cap=120),
+        exchange=ExchangeSettings(session_cap=120, **OLD_EXCHANGE),  # type: ignore[arg-type]
     ) as handle:
         register(handle)
         emu = Emu(handle)
@@ -170,3 +173,24 @@ def test_exchange_window_with_fractional_bounds_keeps_its_last_partial_second(em
     expected = truth(emu, win)
     assert first["id"] in expected
     assert sorted(exchange_collect(client, win).ids) == expected
+
+
+def test_exchange_on_the_2026_service_defaults_is_exact_or_asks_for_a_split() -> None:
+    """ResultCount capped at the ResultSize, sessions that start over, rows unsorted, disguised failures: a window one
+    call holds is proven by that short call; a larger one cannot be proven by a session and asks for a split."""
+    from m365_emulator import ExchangeSettings
+
+    with start_emulator(exchange=ExchangeSettings(cancel_warning_rate=0.2, transient_400_rate=0.2)) as handle:
+        register(handle)
+        emu = Emu(handle)
+        client = ExchangeAuditClient(emu.exchange_config(), retry_wait_scale=FAST)
+        day = window(20.0)
+        assert 4_000 < len(truth(emu, day)) < 5_000
+        calls = list(read_window(client, day, AuditFilters()))
+        got = collect((page for pages, _ in calls for page in pages), day)
+        assert sorted(got.ids) == truth(emu, day) and got.duplicates == 0
+        assert [e["closedBy"] for e in calls[-1][1].evidence] == ["short"]
+        wide = window(24.0)
+        with pytest.raises(NeedsSplitError, match="restarted at index 1"):
+            list(read_window(client, wide, AuditFilters()))
+        assert handle.stats.cancel_warnings[(TENANT, "exchange")] + handle.stats.transient_400s[(TENANT, "exchange")]

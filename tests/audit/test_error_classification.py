@@ -142,3 +142,50 @@ def test_web_api_style_bodies_are_read(status: int) -> None:
     error, _, _ = call(Reply(status, body))
     assert isinstance(error, PermanentApiError) and not isinstance(error, TransientApiError)
     assert "No HTTP resource was found" in str(error)
+
+
+TRANSIENT_CODES = (
+    "CmdletProxyNotAvailableFailure",
+    "ServerBusyException",
+    "TransientException",
+    "BackendCommunicationException",
+)
+
+
+@pytest.mark.parametrize("code", TRANSIENT_CODES)
+@pytest.mark.parametrize("where", ["code", "details", "internal"])
+def test_a_400_naming_a_transient_exchange_exception_is_retried(code: str, where: str) -> None:
+    """jflieben/M365Permissions retries InvokeCommand 400s naming these; the name may sit in any part of the body."""
+    if where == "code":
+        reply = Reply(400, {"error": {"code": code, "message": "Error executing cmdlet"}})
+    elif where == "details":
+        reply = cmdlet_error(400, details=f"Ex0|Microsoft.Exchange.Data.{code}|The operation could not be completed.")
+    else:
+        reply = cmdlet_error(400, internal=f"Microsoft.Exchange.{code}: the backend did not answer in time")
+    result, waits, sent = call(reply, OK)
+    assert result == {"ok": True}, result
+    assert sent == 2 and len(waits) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "You have reached the Maximum Number Of Concurrent Requests per tenant. Please wait and try again.",
+        "YOU HAVE REACHED THE MAXIMUM NUMBER OF CONCURRENT REQUESTS PER TENANT.",
+        "microsoft.exchange.serverbusyexception: try again later",
+    ],
+)
+def test_markers_are_recognised_in_any_letter_case(text: str) -> None:
+    """Issue 18.9: a throttle spelled in another case must stay a throttle (retried), never a permanent failure."""
+    result, _, sent = call(cmdlet_error(400, details=text), OK)
+    assert result == {"ok": True}, result
+    assert sent == 2
+
+
+@pytest.mark.parametrize(
+    "text", ["The x-anchor mailbox 'x' DOES NOT MATCH THE TARGET OF THE REQUEST.", "CMDLETACCESSDENIED"]
+)
+def test_routing_and_permission_markers_are_recognised_in_any_letter_case(text: str) -> None:
+    error, _, sent = call(cmdlet_error(400, details=text))
+    assert isinstance(error, RoutingError | MissingPermissionError), error
+    assert sent == 1

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from shared.audit.config import AuditApiConfig
-from shared.audit.exchange import ExchangeAuditClient
+from shared.audit.exchange import SYSTEM_MAILBOX, ExchangeAuditClient
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor
 from shared.audit.exchange_session import read_window
 from shared.audit.http import AmbiguousResponseError
@@ -190,46 +190,66 @@ def test_high_completeness_is_passed_as_the_cmdlet_switch() -> None:
     with scripted_server(api.handle) as srv:
         api.base.append(srv.base_url)
         client = client_for(srv.base_url)
-        assert client.count(WINDOW, AuditFilters(), high_completeness=True) == 10
+        assert client.probe(WINDOW, high_completeness=True).rows == 10
         ids, _ = collect_ids(client, high_completeness=True)
         plain, _ = collect_ids(client)
     assert len(ids) == 10 and len(plain) == 10
     flags = [r.body["CmdletInput"]["Parameters"].get("HighCompleteness") for r in srv.requests]
-    assert flags == [True, True, None]  # the count, the session with the switch, the session without
+    assert flags == [True, True, None]  # the probe, the session with the switch, the session without
 
 
 @pytest.mark.parametrize("status", [404, 410])
-@pytest.mark.parametrize("how", ["count", "read_block"])
+@pytest.mark.parametrize("how", ["probe", "read_block"])
 def test_a_missing_invoke_command_endpoint_names_the_setting_and_dooms(status: int, how: str) -> None:
     body = {"Message": "No HTTP resource was found that matches the request URI."}
     with scripted_server(lambda _: Reply(status, body)) as srv, pytest.raises(ConfigError) as info:
         client = client_for(srv.base_url)
-        if how == "count":
-            client.count(WINDOW, AuditFilters())
+        if how == "probe":
+            client.probe(WINDOW)
         else:
             list(client.read_block(WINDOW, AuditFilters(), SessionCursor("s-1"), record_type=None))
     assert info.value.dooms_collection and "AUDIT_EXCHANGE_BASE_URL" in str(info.value)
     assert "/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand" in str(info.value)
 
 
-@pytest.mark.parametrize("tenant", ["72f988bf-86f1-41af-91ab-2d7cd011db47", "contoso.com"])
-def test_a_tenant_without_its_initial_domain_cannot_be_routed(tenant: str) -> None:
+@pytest.mark.parametrize("tenant", ["contoso.com", "sub.contoso.onmicrosoft.com"])
+def test_a_tenant_named_neither_by_guid_nor_initial_domain_cannot_be_routed(tenant: str) -> None:
     config = AuditApiConfig(tenant_id=tenant, client_id="app", client_secret="s")
     with pytest.raises(ConfigError) as info:
         ExchangeAuditClient(config, tokens=FakeTokens())
-    assert info.value.setting == "tenant_id" and "onmicrosoft.com" in str(info.value)
+    assert info.value.setting == "tenant_id" and "onmicrosoft.com" in str(info.value) and "GUID" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("tenant", "anchor"),
+    [
+        ("72f988bf-86f1-41af-91ab-2d7cd011db47", "APP:" + SYSTEM_MAILBOX + "@72f988bf-86f1-41af-91ab-2d7cd011db47"),
+        ("72F988BF-86F1-41AF-91AB-2D7CD011DB47", "APP:" + SYSTEM_MAILBOX + "@72f988bf-86f1-41af-91ab-2d7cd011db47"),
+        ("Contoso.onmicrosoft.com", "APP:" + SYSTEM_MAILBOX + "@contoso.onmicrosoft.com"),
+    ],
+)
+def test_a_tenant_guid_is_routed_with_the_app_anchor_at_the_guid(tenant: str, anchor: str) -> None:
+    """CIPP (since 2025-02) and ExoHelper send APP:SystemMailbox{...}@<tenant id>; the initial domain still works."""
+    api = PagedInvokeCommand(count=10, page_size=lambda _s, _i: 1000)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        config = AuditApiConfig(tenant_id=tenant, client_id="app", client_secret="s", exchange_base_url=srv.base_url)
+        client = ExchangeAuditClient(config, tokens=FakeTokens(), sleep=lambda _: None)
+        assert client.probe(WINDOW).rows == 10
+    assert srv.requests[0].headers["X-AnchorMailbox"] == anchor
 
 
 def _blocks(client: ExchangeAuditClient, cursor: SessionCursor, **kwargs: Any) -> list[list[str]]:
-    """One cmdlet call per block, the cursor carried between them as its JSON fields (another process each)."""
+    """One cmdlet call per block until a short call closes the session, the cursor carried between them as its JSON
+    fields (another process each)."""
     out: list[list[str]] = []
-    while not cursor.done:
+    while cursor.last is None or cursor.last.full:
         ids = [r["id"] for page in client.read_block(WINDOW, AuditFilters(), cursor, record_type=None, **kwargs)
                for r in page.records]  # fmt: skip
         out.append(ids)
-        fields = (cursor.session_id, cursor.next_index, cursor.result_count, cursor.limit)
-        cursor = SessionCursor(fields[0], limit=fields[3])
-        cursor.next_index, cursor.result_count = fields[1], fields[2]
+        carried = SessionCursor(cursor.session_id, next_index=cursor.next_index, calls=cursor.calls)
+        carried.last = cursor.last
+        cursor = carried
     return out
 
 
@@ -267,12 +287,55 @@ def test_a_lost_first_page_of_a_call_is_ambiguous_and_nothing_is_yielded() -> No
     assert cursor.next_index == 5001  # the caller starts a new session; this one stays where it was
 
 
-def test_a_session_over_the_cap_splits_or_is_read_up_to_the_cap() -> None:
+def test_a_session_over_the_cap_splits_or_is_read_until_it_reaches_the_cap() -> None:
     api = PagedInvokeCommand(count=12_000, page_size=lambda _s, _i: 1000)
     with scripted_server(api.handle) as srv:
         api.base.append(srv.base_url)
         client = client_for(srv.base_url, session_cap=7_500)
-        with pytest.raises(NeedsSplitError):
+        with pytest.raises(NeedsSplitError):  # the count announces more than the cap: a claim of "more" is trusted
             list(client.read_block(WINDOW, AuditFilters(), SessionCursor("s-1"), record_type=None))
-        blocks = _blocks(client, SessionCursor("s-2"), allow_over_cap=True)
-    assert [len(b) for b in blocks] == [5000, 2500] and [i for b in blocks for i in b] == expected(7_500)
+        calls = list(read_window(client, WINDOW, AuditFilters(), splittable=False))
+    assert [sum(len(p.records) for p in pages) for pages, _ in calls] == [5000, 5000]
+    (evidence,) = calls[-1][1].evidence
+    assert not evidence["complete"] and "cap of 7,500 rows" in evidence["detail"]
+
+
+@pytest.mark.parametrize(
+    ("count", "page"),
+    [
+        (1_001, 1000),  # one row past a 1,000-row page
+        (3_001, 1000),  # page size x 3 + 1
+        (5_001, 1000),  # one row past a 5,000-row call (its last row on a page of its own, in the next call)
+        (5_001, 5000),
+        (10_001, 5000),  # call size x 2 + 1
+        (4_999, 1000),
+        (7, 3),  # page size x 2 + 1 with tiny pages
+    ],
+)
+def test_a_session_ending_one_past_a_page_or_call_boundary_loses_no_row(count: int, page: int) -> None:
+    """Issue 18.9: the last row, alone on its page or in its call, must be read (and nothing read twice)."""
+    api = PagedInvokeCommand(count=count, page_size=lambda _s, _i: page)
+    with scripted_server(api.handle) as srv:
+        api.base.append(srv.base_url)
+        ids, repeats = collect_ids(client_for(srv.base_url))
+    assert ids == expected(count) and repeats == 0
+
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "http://outlook.office365.com/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand?$skiptoken=a",
+        "https://outlook.office365.com.evil.example/adminapi/beta/x/InvokeCommand?$skiptoken=a",
+        "https://evil.example/adminapi/beta/x/InvokeCommand",
+        "https://outlook.office365.com:8443/adminapi/beta/x/InvokeCommand",
+    ],
+)
+def test_a_next_link_off_the_configured_origin_is_refused_plain_http_on_the_same_host_too(link: str) -> None:
+    """Issue 18.9: the bearer token goes wherever the link points, so a link on the right host but over http://
+    (the token in clear) is refused like a link to another host."""
+    config = AuditApiConfig(tenant_id=DOMAIN, client_id="app", client_secret="s")
+    client = ExchangeAuditClient(config, tokens=FakeTokens())
+    with pytest.raises(PermanentApiError, match=r"outside https://outlook\.office365\.com"):
+        client._checked_next_link(link)
+    same = "https://OUTLOOK.office365.com/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand?$skiptoken=a"
+    assert client._checked_next_link(same) == same

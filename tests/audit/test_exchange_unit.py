@@ -118,7 +118,7 @@ def test_row_maps_to_graph_shape() -> None:
     assert isinstance(bad, MalformedRecord) and "not JSON" in bad.reason and "id-ExchangeItem-2" in bad.raw
 
 
-def test_session_pages_until_result_count() -> None:
+def test_session_pages_until_a_short_call() -> None:
     with scripted_server(session_api(count=12, page=5)) as srv:
         pages = pages_of(client_for(srv.base_url, result_size=5))
     assert [len(p.records) for p in pages] == [5, 5, 2]
@@ -135,16 +135,18 @@ def test_session_pages_until_result_count() -> None:
     assert srv.requests[0].path == "/adminapi/beta/contoso.onmicrosoft.com/InvokeCommand"
 
 
-def test_count_asks_one_row_of_a_throwaway_session_per_record_type() -> None:
-    with scripted_server(session_api(count=12, page=5)) as srv:
+def test_a_probe_is_one_call_that_counts_only_when_it_comes_back_short() -> None:
+    with scripted_server(session_api(count=12, page=100)) as srv:
         client = client_for(srv.base_url, result_size=5)
-        assert client.count(WINDOW, AuditFilters()) == 12
-        filters = AuditFilters(record_types=("exchangeItem", "sharePointFileOperation"))
-        assert client.count(WINDOW, filters) == 24
+        full = client.probe(WINDOW, result_size=5)
+        short = client.probe(WINDOW, result_size=50, record_type="exchangeItem")
+    assert (full.rows, full.short, full.describe()) == (5, False, "at least 5 records")
+    assert (short.rows, short.short, short.describe()) == (12, True, "12 records")
+    assert short.result_count == 12 and short.indexes == list(range(1, 13))
     params = [r.body["CmdletInput"]["Parameters"] for r in srv.requests]
-    assert [p["ResultSize"] for p in params] == [1, 1, 1]
-    assert [p.get("RecordType") for p in params] == [None, "ExchangeItem", "SharePointFileOperation"]
-    assert len({p["SessionId"] for p in params}) == 3  # never a session a read goes on with
+    assert [p["ResultSize"] for p in params] == [5, 50]
+    assert [p.get("RecordType") for p in params] == [None, "ExchangeItem"]
+    assert len({p["SessionId"] for p in params}) == 2  # never a session a read goes on with
     assert srv.requests[0].headers["X-AnchorMailbox"].endswith("@contoso.onmicrosoft.com")
 
 
@@ -152,21 +154,22 @@ def test_count_asks_one_row_of_a_throwaway_session_per_record_type() -> None:
 def test_empty_result_forms(empty: list[dict[str, Any]]) -> None:
     with scripted_server(lambda _: Reply(200, {"value": empty})) as srv:
         client = client_for(srv.base_url)
-        assert client.count(WINDOW, AuditFilters()) == 0
-        assert pages_of(client) == []
-        assert len(srv.requests) == 2  # the count, and one call that found the session empty
+        assert client.probe(WINDOW).rows == 0
+        calls = list(read_window(client, WINDOW, AuditFilters()))
+        assert [pages for pages, _ in calls] == [[]]
+        assert calls[-1][1].evidence[0]["closedBy"] == "empty"
+        assert len(srv.requests) == 2  # the probe, and one call that found the session empty
 
 
-def test_over_the_cap_the_first_call_needs_split_before_any_page() -> None:
+def test_a_first_call_announcing_more_than_the_session_cap_splits_before_any_page() -> None:
     with scripted_server(session_api(count=120, page=5)) as srv:
         client = client_for(srv.base_url, session_cap=100, result_size=5)
-        assert client.count(WINDOW, AuditFilters()) == 120
         cursor = SessionCursor("s-1")
         with pytest.raises(NeedsSplitError) as info:
             next(iter(client.read_block(WINDOW, AuditFilters(), cursor, record_type="exchangeItem")))
     assert info.value.limit == 100 and info.value.reported_count == 120
     assert "RecordType ExchangeItem" in str(info.value)
-    assert len(srv.requests) == 2 and cursor.next_index == 1  # the count and the first call: no page was yielded
+    assert len(srv.requests) == 1 and cursor.next_index == 1  # the first call: no page was yielded
 
 
 def test_several_record_types_run_one_session_each() -> None:
@@ -204,20 +207,31 @@ def _early_end(call: int, rows: list[dict[str, Any]]) -> None:
         rows.clear()
 
 
-@pytest.mark.parametrize(
-    ("mutate", "message"),
-    [(_gap, "not contiguous"), (_count_change, "ResultCount changed"), (_early_end, "ended at index 5 of 12")],
-)
-def test_integrity_violations_start_new_sessions_then_are_transient(mutate: Any, message: str) -> None:
-    with scripted_server(session_api(count=12, page=5, mutate=mutate)) as srv:
+def test_a_session_that_keeps_moving_on_without_the_reader_starts_new_sessions_then_is_transient() -> None:
+    with scripted_server(session_api(count=12, page=5, mutate=_gap)) as srv:
         calls = read_window(client_for(srv.base_url, result_size=5), WINDOW, AuditFilters())
         assert [len(p.records) for p in next(calls)[0]] == [5]
-        with pytest.raises(TransientApiError, match=message) as info:
+        with pytest.raises(TransientApiError, match="moved on") as info:
             list(calls)
     assert "new session(s) did not help" in str(info.value)
     sessions = [r.body["CmdletInput"]["Parameters"]["SessionId"] for r in srv.requests]
-    # Every session breaks at its second block: the first, then two new ones (each read block one again), then out.
+    # Every session skips at its second block: the first, then two new ones (each read block one again), then out.
     assert len(set(sessions)) == 3 and len(sessions) == 6
+
+
+def test_a_changing_result_count_is_not_evidence_of_anything() -> None:
+    with scripted_server(session_api(count=12, page=5, mutate=_count_change)) as srv:
+        pages = pages_of(client_for(srv.base_url, result_size=5))
+    assert sorted(r["id"] for p in pages for r in p.records) == sorted(f"id-ExchangeItem-{i}" for i in range(1, 13))
+
+
+def test_a_session_that_ends_early_after_a_full_call_asks_for_a_split() -> None:
+    with scripted_server(session_api(count=12, page=5, mutate=_early_end)) as srv:
+        calls = read_window(client_for(srv.base_url, result_size=5), WINDOW, AuditFilters())
+        next(calls)
+        with pytest.raises(NeedsSplitError, match="call 2 returned no rows after 1 full call"):
+            next(calls)
+    assert len(srv.requests) == 2
 
 
 def test_a_one_off_integrity_violation_is_healed_by_a_new_session() -> None:

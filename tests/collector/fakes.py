@@ -103,7 +103,8 @@ class FakeQueryApi:
 class FakeSearchApi:
     """Exchange-like: one session per window, read ``block_size`` records per call in pages of ``page_size``.
 
-    Over ``cap`` records the first call raises NeedsSplitError (or, allowed, pages up to the cap).
+    A session delivers at most ``cap`` records (then empty calls). Over ``cap`` records the first call raises
+    NeedsSplitError, as a service whose count is the window's total does (unless the window cannot be split).
     """
 
     records: list[AuditRecord]
@@ -116,6 +117,10 @@ class FakeSearchApi:
     """Raised by the next calls (popped front first), before any row."""
     served: dict[str, int] = field(default_factory=dict)
     """Per session id, the row index the service hands out next: a call advances it whatever becomes of its rows."""
+
+    @property
+    def session_cap(self) -> int:
+        return self.cap
 
     def _in_or_unparseable(self, window: TimeWindow) -> list[AuditRecord]:
         from shared.records import parse_record_time
@@ -145,25 +150,25 @@ class FakeSearchApi:
     ) -> Iterator[RecordPage]:
         self.calls += 1
         self.high_completeness_calls += int(high_completeness)
+        cursor.start_call(self.block_size)
         if self.errors:
             raise self.errors.pop(0)
         found = self._in_or_unparseable(window)
-        if cursor.result_count is None:
-            if len(found) > self.cap:
-                if not allow_over_cap:
-                    raise NeedsSplitError("over cap", limit=self.cap, reported_count=len(found))
-                cursor.limit = self.cap
-            cursor.result_count = len(found)
-        last = min(cursor.result_count, cursor.limit or cursor.result_count)
+        if cursor.calls == 0 and len(found) > self.cap and not allow_over_cap:
+            raise NeedsSplitError("over cap", limit=self.cap, reported_count=len(found))
         start = self.served.get(cursor.session_id, 1) - 1
-        block = found[start : min(start + self.block_size, last)]
+        block = found[start : min(start + self.block_size, self.cap)]
         self.served[cursor.session_id] = start + len(block) + 1
-        if start != cursor.next_index - 1:  # the session moved on without this caller: a gap (or a repeat)
-            raise SessionBrokenError(f"expected index {cursor.next_index}, the session is at {start + 1}")
+        if block and start != cursor.next_index - 1:  # the session moved on without this caller: a gap (or a repeat)
+            raise SessionBrokenError(
+                f"expected index {cursor.next_index}, the session is at {start + 1}",
+                moved_on=start > cursor.next_index - 1,
+            )
         for i in range(0, len(block), self.page_size):
             page = RecordPage(records=block[i : i + self.page_size])
             if self.malformed_every and (start + i) % self.malformed_every == 0:
                 raw = f'{{"ResultIndex": {start + i}, "AuditData": "{{not json'
                 page.malformed.append(MalformedRecord(raw, "auditData does not parse"))
-            cursor.next_index += len(page.records)
+            cursor.advance(len(page.records))
             yield page
+        cursor.end_call()

@@ -136,7 +136,7 @@ def run_exchange_chunk(api: FakeSearchApi, sink: ChunkSink, base: dict[str, obje
 
 
 def test_exchange_collect_writes_chunk_and_quarantines_malformed(tmp_path: Path) -> None:
-    api = FakeSearchApi(synthetic(T0, 1, 20), malformed_every=10)
+    api = FakeSearchApi(synthetic(T0, 1, 20), malformed_every=10, block_size=15)
     sink = LocalFolderSink(tmp_path)
     result = run_exchange_chunk(api, sink, payload(Chunk(T0, T0 + timedelta(hours=1))))
     summary = ChunkSummary.from_json(result.data)
@@ -154,7 +154,7 @@ def test_exchange_over_cap_asks_for_split_and_writes_nothing() -> None:
 
 
 def test_exchange_minimum_window_over_cap_is_reported_incomplete() -> None:
-    api, sink = FakeSearchApi(synthetic(T0, 1, 60), cap=50), MemorySink()
+    api, sink = FakeSearchApi(synthetic(T0, 1, 60), cap=40), MemorySink()
     chunk = Chunk(T0, T0 + timedelta(hours=1))
     result = run_exchange_chunk(api, sink, payload(chunk, allowIncomplete=True))
     assert result.ok and ChunkSummary.from_json(result.data).incomplete
@@ -197,11 +197,11 @@ def test_finalize_manifest_covers_the_range_and_reports_gaps() -> None:
 def test_manifest_lists_a_split_window_once_when_its_parent_object_was_also_written() -> None:
     # Attempt 1 wrote the 2-hour chunk, then its result was lost; the retry found the window over the cap, so the
     # orchestrator split it and both halves were written. The manifest must count those records once.
-    api, sink = FakeSearchApi(synthetic(T0, 2, 10)), MemorySink()
+    api, sink = FakeSearchApi(synthetic(T0, 2, 10), block_size=25), MemorySink()
     parent = Chunk(T0, T0 + timedelta(hours=2))
-    bodies.exchange_collect(api, sink, payload(parent))
+    run_exchange_chunk(api, sink, payload(parent))
     for half in parent.halves():
-        bodies.exchange_collect(api, sink, payload(half))
+        run_exchange_chunk(api, sink, payload(half))
     final = {
         "collectionId": "c1",
         "tenantId": TENANT,

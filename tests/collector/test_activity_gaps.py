@@ -84,12 +84,15 @@ def test_exchange_minimum_window_writes_up_to_the_cap_and_is_incomplete() -> Non
     result = run_exchange_chunk(api, sink, payload(allowIncomplete=True))
     summary = ChunkSummary.from_json(result.data)
     assert result.ok and summary.incomplete and summary.records == 30
+    (evidence,) = summary.evidence
+    assert not evidence["complete"] and "cap of 30 rows" in evidence["detail"]
     written = (sink.read_bytes(summary.blob) or b"").splitlines()
     assert len(written) == 30
 
 
 def test_exchange_under_the_cap_with_allow_incomplete_is_complete() -> None:
-    api = FakeSearchApi(records=synthetic(T0, 1, 20), cap=30)
+    api = FakeSearchApi(records=synthetic(T0, 1, 19), cap=30)  # one short call (19 < 20): the proof
     result = run_exchange_chunk(api, MemorySink(), payload(allowIncomplete=True))
     summary = ChunkSummary.from_json(result.data)
-    assert result.ok and not summary.incomplete and summary.records == 20
+    assert result.ok and not summary.incomplete and summary.records == 19
+    assert [e["closedBy"] for e in summary.evidence] == ["short"]

@@ -80,6 +80,20 @@ def test_a_good_copy_of_an_unwritable_record_is_written_and_the_broken_one_count
     assert sink.read_bytes(summary.blob) == reference_chunk([RecordPage([good, record(2, T0)])], CHUNK.window())[0]
 
 
+@pytest.mark.parametrize("first_id", ["0f8fad5b-d9cb-469f-a165-70867728950e", "rec-000007"], ids=["guid id", "text id"])
+def test_an_id_discarded_and_added_again_in_one_page_is_written_once(first_id: str) -> None:
+    """Issue 18.9: an unwritable record in a page undoes the page's de-duplication (its ids are discarded from the
+    set), then redoes it record by record: an id added again there must count as present for its later copies, in
+    this page and the next (GUID ids live in the compact table, where a discarded GUID is only marked removed)."""
+    good = {**record(1, T0 + timedelta(minutes=5)), "id": first_id}
+    other = {**record(2, T0 + timedelta(minutes=6)), "id": "7c9e6679-7425-40de-944b-e07fc1f90ae7"}
+    bad = {**record(3, T0 + timedelta(minutes=7)), "operation": "\ud800"}
+    sink, summary = _write([RecordPage([good, other, bad, good, other, good]), RecordPage([good, other])])
+    written = [json.loads(line)["id"] for line in (sink.read_bytes(summary.blob) or b"").splitlines()]
+    assert written == [first_id, other["id"]]
+    assert (summary.records, summary.duplicates, summary.malformed) == (2, 5, 1)
+
+
 # -- the same bytes as the plain rules ------------------------------------------------------------------------------
 def _emulator_pages(normalise: Any, rows: Any) -> list[RecordPage]:
     spec = TenantSpec("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a8b", seed=7, records_per_hour=400)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,7 @@ class Recording(FakeSearchApi):
 
 def test_parts_join_into_the_object_a_single_pass_writes_byte_for_byte(tmp_path: Path) -> None:
     records = synthetic(T0, 1, 95)
-    records.insert(40, records[3])  # a repeat in a later block
+    records.insert(10, records[3])  # a repeat in the same block (across blocks a session must not repeat itself)
     records.insert(70, {**records[60], "createdDateTime": "not a time"})  # unusable: quarantined
     api = Recording(records, cap=500, block_size=20, page_size=7, malformed_every=30)
     sink = LocalFolderSink(tmp_path / "parts")
@@ -84,7 +85,14 @@ def test_parts_join_into_the_object_a_single_pass_writes_byte_for_byte(tmp_path:
     pages = api.served_pages or []
     expected = write_chunk(single, tenant_id=TENANT, collection_id="c1", chunk=CHUNK, pages=pages, attempt=1)
     assert sink.read_bytes(summary.blob) == single.read_bytes(expected.blob)
-    assert summary == expected  # every count, the hash, the size, the quarantine
+    assert replace(summary, evidence=(), exchange=None) == expected  # every count, the hash, the size, the quarantine
+    assert [e["closedBy"] for e in summary.evidence] == ["short"] and summary.exchange == {
+        "calls": 5,
+        "fullCalls": 4,
+        "rows": 97,
+        "continues": True,
+        "hint": 0,
+    }
     # the repeat, and the unusable copy of a record that also arrived intact; two broken rows quarantined
     assert (summary.records, summary.duplicates, summary.malformed) == (95, 2, 2)
     assert summary.sha256 == hashlib.sha256(sink.read_bytes(summary.blob) or b"").hexdigest()
@@ -131,17 +139,23 @@ def test_a_lost_result_is_retried_as_a_new_call_and_the_output_stays_exact() -> 
 
 
 def test_ids_of_earlier_parts_come_back_from_storage_in_another_process() -> None:
-    records = synthetic(T0, 1, 60)
-    records[45] = records[5]  # the repeat sits two blocks later
+    records = synthetic(T0, 1, 55)
     api, sink = FakeSearchApi(records, cap=1000, block_size=20), MemorySink()
-    cursor = None
-    for number in range(3):
+    first = call(api, sink, None, 0)  # block one, then its result is lost: the retry starts a new session
+    api.served.clear()
+    records[45] = records[5]  # the new session's rows repeat the first part's (and one repeats itself later)
+    cursor = first.data["cursor"]
+    cursor = {**cursor, "parts": ["00000"], "sessionId": None, "nextIndex": 1, "calls": 0, "fullCalls": 0,
+              "restarts": 1}  # fmt: skip
+    for number in range(1, 5):
         ID_CACHE.clear()  # each call in a fresh worker process
         result = call(api, sink, cursor, number)
-        cursor = result.data.get("cursor")
+        if "summary" in result.data:
+            break
+        cursor = result.data["cursor"]
     summary = ChunkSummary.from_json(result.data["summary"])
-    assert summary.records == 59 and summary.duplicates == 1
-    assert len(set(ids_of(sink, summary))) == 59
+    assert summary.records == 54 and summary.duplicates == 21  # block one again, and the one repeated record
+    assert len(set(ids_of(sink, summary))) == 54
 
 
 def test_a_commit_that_crashed_before_its_summary_commits_again_identically() -> None:
@@ -200,8 +214,8 @@ def test_parts_write_against_every_earlier_part() -> None:
     sink = MemorySink()
     parts = ChunkParts(sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK)
     rows = synthetic(T0, 1, 6)
-    first = parts.write("00000", [RecordPage(rows[:4])], [], lambda: {"n": 0})
-    second = parts.write("00001", [RecordPage(rows[2:])], ["00000"], lambda: {"n": 1})
+    first = parts.write("00000", [RecordPage(rows[:4])], [], lambda _: {"n": 0})
+    second = parts.write("00001", [RecordPage(rows[2:])], ["00000"], lambda _: {"n": 1})
     assert (first.records, second.records, second.duplicates) == (4, 2, 2)
     assert parts.load("00001") == second and parts.load("00009") is None
     summary = parts.commit(["00000", "00001"], attempt=2, incomplete=False)
@@ -210,13 +224,13 @@ def test_parts_write_against_every_earlier_part() -> None:
 
 
 class SessionsBreakAtTheirSecondCall(FakeSearchApi):
-    """A service on which every session breaks after its first block (each new session reads block one again)."""
+    """A service on which every session skips a block after its first (each new session reads block one again)."""
 
     def read_block(self, *args: Any, **kwargs: Any) -> Any:
         session = args[2]
         if session.next_index > 1:
             self.calls += 1
-            raise SessionBrokenError(f"session {session.session_id}: ResultIndex not contiguous")
+            raise SessionBrokenError(f"session {session.session_id} moved on", moved_on=True)
         yield from super().read_block(*args, **kwargs)
 
 
@@ -245,11 +259,62 @@ def test_ids_of_any_spelling_are_exact_across_parts(cached: bool) -> None:
     rows = synthetic(T0, 1, len(spellings))
     for row, record_id in zip(rows, spellings, strict=True):
         row["id"] = record_id
-    first = parts.write("00000", [RecordPage(rows)], [], lambda: {})
+    first = parts.write("00000", [RecordPage(rows)], [], lambda _: {})
     if not cached:
         ID_CACHE.clear()  # the next call runs in another worker process: the ids are read back from the part
     again = [{**row, "id": record_id} for row, record_id in zip(rows, [*spellings[1:], guid], strict=True)]
-    second = parts.write("00001", [RecordPage([*again, {**rows[0], "id": guid[:-1] + "1"}])], ["00000"], lambda: {})
+    second = parts.write("00001", [RecordPage([*again, {**rows[0], "id": guid[:-1] + "1"}])], ["00000"], lambda _: {})
     assert (first.records, second.records, second.duplicates) == (5, 1, 5)
     summary = parts.commit(["00000", "00001"], attempt=1, incomplete=False)
     assert ids_of(sink, summary) == [*spellings, guid[:-1] + "1"]
+
+
+class RepeatsItself(FakeSearchApi):
+    """A session whose indexes run on but whose second call hands out the first call's records again."""
+
+    def read_block(self, *args: Any, **kwargs: Any) -> Any:
+        session = args[2]
+        if session.next_index == 1:
+            yield from super().read_block(*args, **kwargs)
+            return
+        session.start_call(self.block_size)
+        self.calls += 1
+        page = RecordPage(records=self.records[: self.block_size])
+        session.advance(len(page.records))
+        yield page
+        session.end_call()
+
+
+class StartsOver(FakeSearchApi):
+    """A session whose later calls begin again at index 1 (the service's sessions do not continue)."""
+
+    def read_block(self, *args: Any, **kwargs: Any) -> Any:
+        session = args[2]
+        if session.next_index > 1:
+            session.start_call(self.block_size)
+            self.calls += 1
+            raise SessionBrokenError(f"call 2 of session {session.session_id} restarted at index 1", restarted=True)
+        yield from super().read_block(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("api_type", "reason"), [(RepeatsItself, "already delivered"), (StartsOver, "restarted at index 1")]
+)
+def test_a_session_that_cannot_be_trusted_splits_the_window_or_at_the_minimum_is_incomplete_with_why(
+    api_type: type[FakeSearchApi], reason: str
+) -> None:
+    api, sink = api_type(synthetic(T0, 1, 50), cap=1000, block_size=20), MemorySink()
+    first = call(api, sink, None, 0)
+    split = call(api, sink, first.data["cursor"], 1)
+    assert split.needs_split and reason in split.data["reason"]
+    assert split.data["exchange"]["calls"] == 1 and split.data["exchange"]["rows"] >= 20
+    assert sink.parts == {} and not any("/parts/" in n for n in sink.objects)  # the halves write their own
+
+    api, sink = api_type(synthetic(T0, 1, 50), cap=1000, block_size=20), MemorySink()
+    first = call(api, sink, None, 0, allowIncomplete=True)
+    done = call(api, sink, first.data["cursor"], 1, allowIncomplete=True)
+    summary = ChunkSummary.from_json(done.data["summary"])
+    assert summary.incomplete and summary.records == 20  # what the trusted call read, once
+    (evidence,) = summary.evidence
+    assert not evidence["complete"] and reason in evidence["detail"] and "cannot be split" in evidence["detail"]
+    assert done.data["exchange"]["exact"] is False and done.data["exchange"]["continues"] is False

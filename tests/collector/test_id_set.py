@@ -105,3 +105,16 @@ def test_the_deduplicator_counts_what_it_drops() -> None:
     kept, removed = dedupe.filter([{"id": guid}, {"id": "x"}, {"id": guid}, {"id": guid.upper()}])
     assert [r["id"] for r in kept] == [guid, "x", guid.upper()] and removed == 1
     assert dedupe.duplicates_removed == 1 and guid in dedupe and len(dedupe) == 3
+
+
+@pytest.mark.parametrize("record_id", ["0f8fad5b-d9cb-469f-a165-70867728950e", "rec-1", ZERO])
+def test_an_id_added_again_after_a_discard_is_a_member_once(record_id: str) -> None:
+    """Issue 18.9: discard then add must make the id a member again, so a second add says "already there"."""
+    ids = IdSet()
+    assert ids.add(record_id) and not ids.add(record_id)
+    ids.discard(record_id)
+    assert record_id not in ids and len(ids) == 0
+    assert ids.add(record_id) and record_id in ids
+    assert not ids.add(record_id) and len(ids) == 1
+    twin = IdSet.from_bytes(ids.to_bytes())
+    assert record_id in twin and not twin.add(record_id)

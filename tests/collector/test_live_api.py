@@ -27,6 +27,8 @@ def running_window(client: FakeClient, collection_id: str) -> CollectionWindow:
     payload = client.started[-1][2]
     window = CollectionWindow(CollectionSpec.from_json(payload["spec"]))
     window.free_slots = 3  # as if the budget had said three slots are free
+    if window.spec.source == "exchange":  # as if its first lane's probe had shown a quiet tenant: lanes start unsplit
+        window.state.exchange.learn(window.spec.planned_chunk(0), {"rows": 0, "exact": True})
     for step in window.fill():  # the tenant budget (on by default) grants the first lanes their slots
         window.on_budget(step.lane, {"granted": True})
     client.instances[collection_id].runtime_status = SimpleNamespace(value="Running")

@@ -1,5 +1,5 @@
-"""Request rules that only the Exchange source has: the tenant must be its initial domain (the anchor mailbox of an
-app-only InvokeCommand call names it), and ``highCompleteness`` is an Exchange search option."""
+"""Request rules that only the Exchange source has: the tenant must be its GUID or its initial domain (the anchor
+mailbox of an app-only InvokeCommand call names it), and ``highCompleteness`` is an Exchange search option."""
 
 from __future__ import annotations
 
@@ -27,17 +27,28 @@ def body(**overrides: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "tenant", ["72f988bf-86f1-41af-91ab-2d7cd011db47", "contoso.com", "mail.contoso.onmicrosoft.com.evil.net"]
+    "tenant", ["contoso.com", "mail.contoso.onmicrosoft.com.evil.net", "sub.contoso.onmicrosoft.com"]
 )
-def test_exchange_needs_the_initial_domain(tenant: str) -> None:
+def test_exchange_needs_the_tenant_guid_or_initial_domain(tenant: str) -> None:
     with pytest.raises(InvalidRequest) as info:
         validate_collection_request(body(tenantId=tenant), Settings(), NOW)
     assert (info.value.field, info.value.rule) == ("tenantId", "initial_domain")
     assert "onmicrosoft.com" in info.value.message and "X-AnchorMailbox" in info.value.message
+    assert "GUID" in info.value.message
 
 
-@pytest.mark.parametrize("tenant", ["contoso.onmicrosoft.com", "Fabrikam.OnMicrosoft.com", "agency.onmicrosoft.us"])
-def test_exchange_accepts_an_initial_domain(tenant: str) -> None:
+@pytest.mark.parametrize(
+    "tenant",
+    [
+        "contoso.onmicrosoft.com",
+        "Fabrikam.OnMicrosoft.com",
+        "agency.onmicrosoft.us",
+        "72f988bf-86f1-41af-91ab-2d7cd011db47",
+        "72F988BF-86F1-41AF-91AB-2D7CD011DB47",
+    ],
+)
+def test_exchange_accepts_a_tenant_guid_or_an_initial_domain(tenant: str) -> None:
+    """Public app-only clients anchor by the tenant GUID too (CIPP since 2025-02, ExoHelper): no 400 for it."""
     request = validate_collection_request(body(tenantId=tenant), Settings(), NOW)
     assert request.tenant_id == tenant.lower()
 

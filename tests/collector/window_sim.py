@@ -79,8 +79,8 @@ def run(window: CollectionWindow, respond: Responder, rng: random.Random, log: l
         else:
             new = window.on_result(step.lane, respond(step, window))
         new += window.fill()
-        if window.may_start():  # work left and budget left: the window must be full
-            assert len(window.lanes) == window.options.max_concurrency
+        if window.may_start() and window._may_start_sized():  # work left and budget left: the window must be full
+            assert len(window.lanes) == window.options.max_concurrency  # (unless its first Exchange lane probes)
         issued += new
         pending += new
         # one outstanding step per lane that is not parked, always

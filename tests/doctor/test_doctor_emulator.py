@@ -55,8 +55,10 @@ def test_all_ok_on_the_pessimistic_defaults_with_notes_on_how_the_service_behave
     assert "stays on the service" in detail(report, "graph.delete")
     paging = detail(report, "exchange.paging")
     assert "pages of 1,000" in paging and "nextLink followed" in paging and "time" in paging
-    assert "nextLink followed 0" not in paging
-    assert "was refused" in detail(report, "exchange.anchor")  # the GUID form, on the default emulator
+    assert "nextLink followed 0" not in paging and "complete by evidence: call 1 returned" in paging
+    assert f"@{TENANT} was routed too" in detail(report, "exchange.anchor")  # the GUID form, on the default emulator
+    assert "('capped')" in detail(report, "exchange.resultcount")  # the defaults: the 2026 service
+    assert "sessions 'restart'" in detail(report, "exchange.sessions")
     assert "blob container " + container in detail(report, "storage")
     # Three tiny queries created (the probe query and the two of graph.filters; DELETE being unsupported, left);
     # nothing left in the output container.
@@ -68,7 +70,6 @@ def test_all_ok_on_the_pessimistic_defaults_with_notes_on_how_the_service_behave
 
 def test_all_ok_with_the_friendly_knobs(knobs: Emulator, tmp_path: Path) -> None:
     knobs.config.exchange.page_size = 5000
-    knobs.config.exchange.anchor_accepts_tenant_id = True
     knobs.config.graph.list_filter = "honour"
     knobs.config.graph.delete_supported = True
     knobs.config.ingestion = IngestionSettings.immediate()  # the last hours are searchable: one window, one page
@@ -82,7 +83,7 @@ def test_all_ok_with_the_friendly_knobs(knobs: Emulator, tmp_path: Path) -> None
     assert knobs.stats.queries_deleted[TENANT] == deleted + 3
     assert "one page of" in detail(report, "exchange.paging")
     assert "nextLink followed 0 times" in detail(report, "exchange.paging")
-    assert f"@{TENANT} was routed" in detail(report, "exchange.anchor")
+    assert f"@{TENANT} was routed too" in detail(report, "exchange.anchor")
     assert [p for p in (tmp_path / "out").rglob("*")] == []  # the probe object and its folder are gone
 
 
@@ -154,6 +155,7 @@ def test_missing_manage_as_app_names_the_application_permission(knobs: Emulator,
 @pytest.mark.parametrize("answer", ["routing_hint", "stale"])
 def test_wrong_anchor_mailbox_names_the_initial_domain_rule(knobs: Emulator, tmp_path: Path, answer: str) -> None:
     knobs.config.exchange.anchor_domain = "contosoltd.onmicrosoft.com"  # the service routes the tenant by another name
+    knobs.config.exchange.anchor_accepts_tenant_id = False
     knobs.config.exchange.anchor_error = answer
 
     report = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, "exchange")
@@ -168,25 +170,75 @@ def test_wrong_anchor_mailbox_names_the_initial_domain_rule(knobs: Emulator, tmp
 
 def test_a_service_that_routes_only_the_guid_form_is_reported(knobs: Emulator, tmp_path: Path) -> None:
     knobs.config.exchange.anchor_domain = "contosoltd.onmicrosoft.com"
-    knobs.config.exchange.anchor_accepts_tenant_id = True
 
     report = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, "exchange")
 
     assert report.result("exchange.anchor").outcome is Outcome.FAILED
-    assert f"@{TENANT} was routed (the collector does not send that form" in detail(report, "exchange.anchor")
+    assert f"@{TENANT} was routed too" in detail(report, "exchange.anchor")  # name the tenant by its GUID then
 
 
-def test_a_tenant_guid_cannot_be_used_for_exchange_but_the_guid_anchor_is_tried(
-    knobs: Emulator, tmp_path: Path
-) -> None:
-    knobs.config.exchange.anchor_accepts_tenant_id = True
-
+def test_a_tenant_guid_is_used_for_exchange_with_the_guid_anchor(knobs: Emulator, tmp_path: Path) -> None:
     report = run_doctor(app_env(knobs, folder_output(tmp_path)), TENANT)
 
     got = outcomes(report)
-    assert got["exchange.anchor"] == "failed" and "initial domain" in fix(report, "exchange.anchor")
-    assert "was routed" in detail(report, "exchange.anchor")
-    assert {got[p] for p in PROBE_ORDER if p.startswith("graph.")} == {"ok"}  # Graph takes the GUID
+    assert set(got.values()) == {"ok"}, report.lines()
+    anchor = detail(report, "exchange.anchor")
+    assert f"routed X-AnchorMailbox APP:SystemMailbox{{bb558c35-97f1-4cb9-8ff7-d53741dc928c}}@{TENANT}" in anchor
+    assert "initial-domain form was not tried" in anchor
+
+
+def test_a_tenant_guid_the_service_does_not_route_names_the_fix(knobs: Emulator, tmp_path: Path) -> None:
+    knobs.config.exchange.anchor_accepts_tenant_id = False
+
+    report = run_doctor(app_env(knobs, folder_output(tmp_path)), TENANT, "exchange")
+
+    assert report.result("exchange.anchor").outcome is Outcome.FAILED
+    assert "initial domain" in fix(report, "exchange.anchor") and "GUID" in fix(report, "exchange.anchor")
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [("total", "the window's total"), ("capped", "the smaller of the ResultSize"), ("size", "the ResultSize asked")],
+)
+@pytest.mark.parametrize("session", ["continue", "restart", "empty"])
+def test_the_doctor_names_what_result_count_means_and_whether_sessions_continue(
+    knobs: Emulator, tmp_path: Path, mode: str, named: str, session: str
+) -> None:
+    knobs.config.exchange.result_count = mode
+    knobs.config.exchange.session_mode = session
+    knobs.config.exchange.over_delivery = 0.0 if mode == "total" else 0.06
+    # What is named here does not depend on the disguised failures (their draws follow the windows, which follow now)
+    knobs.config.exchange.cancel_warning_rate = knobs.config.exchange.transient_400_rate = 0.0
+
+    report = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, "exchange")
+
+    assert set(outcomes(report).values()) == {"ok"}, report.lines()
+    counted = detail(report, "exchange.resultcount")
+    assert f"('{mode}')" in counted and named in counted and "moreRecordsAvailable is not sent" in counted
+    assert f"sessions '{session}'" in detail(report, "exchange.sessions")
+    assert "complete by evidence" in detail(report, "exchange.paging")
+
+
+def test_the_doctor_says_when_more_records_available_and_warnings_come_back(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from m365_emulator import EmulatorConfig, TenantSpec, run_emulator
+    from tests.doctor.conftest import CLIENT, SECRET
+
+    config = EmulatorConfig(tenants=[TenantSpec(TENANT, domain=DOMAIN, seed=5, records_per_hour=400.0)])
+    config.exchange.more_records_available = "present"
+    config.exchange.cancel_warning_rate = 0.2
+    # A fresh emulator and a fixed clock: the same windows, so the same stable draws, every run.
+    with run_emulator(config) as emulator:
+        emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
+        now = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+        report = run_doctor(app_env(emulator, folder_output(tmp_path)), DOMAIN, "exchange", now=lambda: now)
+        assert emulator.stats.cancel_warnings[(TENANT, "exchange")] > 0
+
+    assert set(outcomes(report).values()) == {"ok"}, report.lines()
+    counted = detail(report, "exchange.resultcount")
+    assert "moreRecordsAvailable is sent (true, false)" in counted
+    assert "@adminapi.warnings came back" in counted and "The task was canceled." in counted
 
 
 def test_unreachable_authority_names_the_setting(knobs: Emulator, tmp_path: Path) -> None:
@@ -311,12 +363,13 @@ def test_the_paging_window_is_narrowed_on_a_busy_tenant_and_given_up_on_a_quiet_
     report = run_doctor(app_env(knobs, folder_output(tmp_path)), domain, "exchange")
 
     paging = report.result("exchange.paging")
-    if per_hour > 1000:  # 15 minutes hold ~50,000 records: narrowed to a window of 1,000..20,000
+    if per_hour > 1000:  # 15 minutes hold ~50,000 records: narrowed until one call proves a window of 1,000..5,000
         assert paging.outcome is Outcome.OK, paging.line
         rows = int(paging.detail.split(" records over")[0].replace(",", ""))
-        assert 1_000 < rows <= 20_000
-        assert "pages of 1,000" in paging.detail and "minutes" in paging.detail
+        assert 1_000 < rows < 5_000
+        assert "pages of 1,000" in paging.detail and ("minutes" in paging.detail or "seconds" in paging.detail)
     else:  # 42 days hold ~500 records
         assert paging.outcome is Outcome.SKIPPED
-        assert "could not find a window with more than 1,000 records (tried 7 windows" in paging.detail
+        assert "could not find a window one call proves with more than 1,000 records (tried 7 windows" in paging.detail
+        assert report.result("exchange.resultcount").outcome is Outcome.SKIPPED
         assert report.ok

@@ -95,7 +95,7 @@ class BreaksOnce(FakeSearchApi):
 
     def read_block(self, *args: Any, **kwargs: Any) -> Iterator[RecordPage]:
         if self.calls + 1 == self.break_at:
-            self.errors.append(SessionBrokenError("ResultIndex not contiguous"))
+            self.errors.append(SessionBrokenError("the session moved on without the reader", moved_on=True))
         return super().read_block(*args, **kwargs)
 
 

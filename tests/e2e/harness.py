@@ -26,6 +26,8 @@ from m365_emulator import Emulator
 from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
 
 REPO = Path(__file__).resolve().parents[2]
+APP_DIR = Path(os.environ.get("COLLECTOR_E2E_APP_DIR") or REPO)
+"""The app the host serves: this checkout, or another (``COLLECTOR_E2E_APP_DIR``) to show a test fails on older code."""
 TENANT = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
 DOMAIN = "contoso.onmicrosoft.com"
 """The tenant's initial domain (the emulator's default): Exchange collections name the tenant by it."""
@@ -156,7 +158,7 @@ def serve(
     extra_env: dict[str, str] | None = None,
     extra_args: tuple[str, ...] = (),
     *,
-    app_dir: Path = REPO,
+    app_dir: Path = APP_DIR,
     clock_file: Path | None = None,
     store: str = "memory",
 ) -> Iterator[Host]:

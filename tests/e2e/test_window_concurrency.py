@@ -60,6 +60,8 @@ def test_window_holds_k_at_the_emulator(make_emulator: MakeEmulator, tmp_path: P
         "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "1.5",
         # The tenant budget stays on (each lane takes its slot first) with room for K: the measure is the window.
         f"COLLECTOR_BUDGET_{source.upper()}": str(max(k, 3)),
+        # Nor is it the sizing of Exchange windows, whose first lane probes the tenant alone for one call.
+        "COLLECTOR_EXCHANGE_TARGET_FRACTION": "0",
     }
     with serve(emulator, tmp_path, env) as host:
         assert host.post(body(end, interval=60, k=k, source=source, collectionId=f"k{k}")).status_code == 202

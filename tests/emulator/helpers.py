@@ -21,11 +21,24 @@ EXCHANGE_SCOPE = "https://outlook.office365.com/.default"
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
+OLD_EXCHANGE = {
+    "exchange__result_count": "total",
+    "exchange__over_delivery": 0.0,
+    "exchange__session_mode": "continue",
+    "exchange__unsorted": False,
+    "exchange__cancel_warning_rate": 0.0,
+    "exchange__transient_400_rate": 0.0,
+}
+"""The Exchange service before 2026 (true totals, sessions that continue, rows in order, no disguised failures): the
+tests of session and paging mechanics run on it; ``test_exchange_knobs.py`` runs each knob and the defaults."""
+
+
 def make_config(**settings: object) -> EmulatorConfig:
-    """A one-tenant config; ``graph__page_size=10`` style keywords set section fields."""
+    """A one-tenant config; ``graph__page_size=10`` style keywords set section fields (Exchange: ``OLD_EXCHANGE``
+    unless overridden)."""
     config = EmulatorConfig(tenants=[TenantSpec(TENANT, DOMAIN, seed=7, records_per_hour=120.0)])
     config.graph.completion_delay_seconds = 0.05
-    for name, value in settings.items():
+    for name, value in {**OLD_EXCHANGE, **settings}.items():
         section, _, field = name.partition("__")
         setattr(getattr(config, section), field, value)
     return config

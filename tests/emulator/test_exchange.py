@@ -309,7 +309,7 @@ def _parses(response: requests.Response) -> bool:
     [
         "SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}",  # the bare form an older client sent
         "APP:SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}@fabrikam.onmicrosoft.com",
-        f"APP:SystemMailbox{{bb558c35-97f1-4cb9-8ff7-d53741dc928c}}@{TENANT}",
+        "APP:SystemMailbox{bb558c35-97f1-4cb9-8ff7-d53741dc928c}@11111111-2222-3333-4444-555555555555",
         "UPN:admin@contoso.onmicrosoft.com",
         "",
     ],
@@ -328,9 +328,9 @@ def test_a_wrong_anchor_mailbox_is_answered_like_a_misrouted_request(
 def test_anchor_knobs(exo: requests.Session, emu: Emulator) -> None:
     body = command(T0, T0 + timedelta(hours=1), SessionId="k")
     by_guid = {**HEADERS, "X-AnchorMailbox": f"APP:SystemMailbox{{bb558c35-97f1-4cb9-8ff7-d53741dc928c}}@{TENANT}"}
-    emu.config.exchange.anchor_accepts_tenant_id = True
-    assert exo.post(invoke_url(emu), json=body, headers=by_guid).status_code == 200
+    assert exo.post(invoke_url(emu), json=body, headers=by_guid).status_code == 200  # the GUID form routes (default)
     emu.config.exchange.anchor_accepts_tenant_id = False
+    assert exo.post(invoke_url(emu), json=body, headers=by_guid).status_code == 400
     emu.config.exchange.anchor_error = "stale"
     stale = exo.post(invoke_url(emu), json=body, headers=by_guid)
     assert stale.status_code == 503 and stale.json()["error"]["code"] == "MailboxInfoStale"
