@@ -141,7 +141,9 @@ def test_a_minimum_window_that_still_holds_more_than_a_call_is_reported_incomple
         assert "cannot be split further" in reason and "restarted at index 1" in reason, reason
     manifest = host.manifest("min")
     assert manifest["totals"]["incompleteChunks"] == 2 and manifest["status"] == "CompletedWithFailures"
-    assert [w["reasons"] for w in manifest["incompleteWindows"]] == [w["reasons"] for w in windows]
+    # The summary lists windows as they ended (either order with K = 2), the manifest by time: compare per window.
+    by_window = {w["window"]["start"]: w["reasons"] for w in windows}
+    assert {w["window"]["start"]: w["reasons"] for w in manifest["incompleteWindows"]} == by_window
     written = set(host.chunk_ids("min"))
     truth = set(emulator.ground_truth_ids(TENANT, START, end))
     assert written < truth and len(written) == 2 * 5000  # what the first call of each window proved, no more

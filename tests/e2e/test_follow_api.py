@@ -25,7 +25,7 @@ BAD = [
     ({"tenantId": TENANT, "maxConcurrency": 99}, "maxConcurrency", "range"),
     ({"tenantId": TENANT, "startDate": "2999-01-01T00:00:00Z"}, "startDate", "future"),
     ({"tenantId": TENANT, "startDate": "2001-01-01T00:00:00Z"}, "startDate", "retention"),
-    ({"tenantId": TENANT, "source": "exchange"}, "tenantId", "initial_domain"),
+    ({"tenantId": "contoso.com", "source": "exchange"}, "tenantId", "initial_domain"),  # a custom domain
     ({"tenantId": TENANT, "filters": {"operations": ["a\u202eb"]}}, "filters.operations", "characters"),
     ({"tenantId": TENANT, "endDate": "2024-01-01T00:00:00Z"}, "endDate", "unknown_field"),
 ]
