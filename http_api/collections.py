@@ -54,7 +54,10 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
+    try:  # the collection's budget token needs COLLECTOR_BUDGET_SECRET on Azure
+        result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
+    except ConfigError as exc:
+        return _config_error(exc)
     return _respond(req, client, result)
 
 
@@ -85,7 +88,15 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await retry_chain.retry_failed(
-        client, collection_id, datetime.now(UTC), sink, retention_days=settings.retention_days
-    )
+    try:
+        result = await retry_chain.retry_failed(
+            client,
+            collection_id,
+            datetime.now(UTC),
+            sink,
+            retention_days=settings.retention_days,
+            budget_token=settings.budget_token,
+        )
+    except ConfigError as exc:
+        return _config_error(exc)
     return _respond(req, client, result)

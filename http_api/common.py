@@ -50,5 +50,9 @@ def json_field(value: Any) -> Any:
     return value
 
 
-def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime) -> JsonDict:
-    return {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime, budget_token: str = "") -> JsonDict:
+    """``budget_token``: the collection's token for its tenant budget operations (``Settings.budget_token``)."""
+    payload: JsonDict = {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+    if budget_token:
+        payload["budgetToken"] = budget_token
+    return payload

@@ -11,6 +11,7 @@ finish after the retry was planned; its window then lies inside the retry's wind
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,8 +28,18 @@ from shared.window import CollectionSpec
 logger = logging.getLogger(__name__)
 
 
+def _no_token(collection_id: str, source: str) -> str:
+    return ""
+
+
 async def retry_failed(
-    client: DurableClient, collection_id: str, now: datetime, sink: ChunkSink, *, retention_days: int
+    client: DurableClient,
+    collection_id: str,
+    now: datetime,
+    sink: ChunkSink,
+    *,
+    retention_days: int,
+    budget_token: Callable[[str, str], str] = _no_token,
 ) -> ApiResponse:
     """Retry what is still failed in the retry chain of a finished collection; idempotent.
 
@@ -38,7 +49,8 @@ async def retry_failed(
     ``overridableExistingInstanceStates: NonRunningStates``): the losers answer 200 with the winner. One window
     remains: a retry that *finishes* between another call's check of its id and that call's start would be started
     again (same windows, same object names, so the output stays exact; only the audit API work repeats). A retry
-    keeps its parent's options. The next link's output prefix must be empty (it has no instance yet).
+    keeps its parent's options, with a budget token of its own (``budget_token(id, source)``, the settings'). The
+    next link's output prefix must be empty (it has no instance yet).
     """
     status = await client.get_status(collection_id, False, False, True)
     runtime = runtime_status(status)
@@ -115,8 +127,9 @@ async def retry_failed(
         # windows every link left out as expired. A link started before these were carried passes none on.
         **_chain_facts(parent, tip_request, expired_json),
     }
+    token = budget_token(retry_id, spec.source)
     try:
-        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now))
+        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, token))
     except Exception:
         # A concurrent call started this retry between our look-up and our start: answer with it.
         raced = await client.get_status(retry_id, False, False, True)

@@ -64,9 +64,10 @@ async def start_collection(
     if leftover is not None:
         return leftover
     spec = _spec_for(request, collection_id, settings)
+    token = settings.budget_token(collection_id, spec.source)
     try:
         await client.start_new(
-            names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now)
+            names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now, token)
         )
     except Exception:
         # A concurrent POST with the same id won the race between our status check and this start. host.json sets

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from shared.budget_token import collection_token
 from shared.budget_wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.models import SOURCES
@@ -68,6 +69,13 @@ PLATFORM_INSTANCE_ID = "WEBSITE_INSTANCE_ID"
 """Set by Azure (App Service and Functions), never by users: how the app knows it runs there."""
 PLATFORM_SETTINGS = (PLATFORM_INSTANCE_ID,)
 
+BUDGET_KEY_SETTING = "COLLECTOR_BUDGET_SECRET"
+BUDGET_KEY_CHARS = 32
+BUDGET_KEY_RULE = (
+    "must be set on Azure while a tenant budget is on (a random string of at least 32 characters): it keeps "
+    "anyone holding the task hub's system key from taking or releasing budget slots under made-up collections"
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -117,6 +125,9 @@ class Settings:
     """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
     budget_poll_seconds: float = 10.0
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
+    budget_secret: str | None = field(default=None, repr=False)
+    """Key of the per-collection tokens that tie budget operations to their collection (``shared.budget_token``).
+    Required on Azure while a budget is on; without it (local runs) the entity cannot tell who sends what."""
 
     hosted_on_azure: bool = False
     """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
@@ -125,6 +136,12 @@ class Settings:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
         capacity = self.budget_graph if source == "graph" else self.budget_exchange
         return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
+
+    def budget_token(self, collection_id: str, source: str) -> str:
+        """The token a new collection sends with its budget operations ("" without a secret, outside Azure)."""
+        if not self.budget_secret and self.hosted_on_azure and self.budget(source).enabled:
+            raise ConfigError(BUDGET_KEY_SETTING, BUDGET_KEY_RULE)
+        return collection_token(self.budget_secret or "", collection_id)
 
     @property
     def sink_kind(self) -> str:
@@ -209,6 +226,7 @@ class Settings:
             budget_poll_seconds=reader.number(
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
+            budget_secret=reader.secret(BUDGET_KEY_SETTING, BUDGET_KEY_CHARS),
             hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
         )
         _check_consistency(settings)
@@ -255,6 +273,12 @@ class _Reader:
     def password(self, name: str) -> str | None:
         """A password is taken as given (spaces are characters of it); empty means none."""
         return self._env.get(name) or None
+
+    def secret(self, name: str, min_chars: int) -> str | None:
+        value = self.optional(name)
+        if value is not None and len(value) < min_chars:
+            raise ConfigError(name, f"must be at least {min_chars} characters")
+        return value
 
     def text(self, name: str, default: str) -> str:
         return self.optional(name) or default
