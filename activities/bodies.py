@@ -23,6 +23,7 @@ from shared.errors import CollectorError, NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
+from shared.slot_deadline import SlotDeadline
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +69,7 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
         known = json.loads(earlier).get("queryId") if earlier is not None else None
         if known:
             return ActivityResult.success({"queryId": str(known)})
+        SlotDeadline.of(payload).check("the query's create")  # the lane's budget slot must still be held
         query_id = None
         if earlier is not None and isinstance(api, FindsQueries):
             query_id = api.find_query(chunk.window(), display_name=display)
@@ -91,6 +93,8 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
 
     def body() -> ActivityResult:
         query_id = str(payload["queryId"])
+        deadline = SlotDeadline.of(payload)
+        deadline.check("the query's status check")  # the lane's budget slot must still be held
         status = api.get_query(query_id)
         outcome = chunk_rules.graph_outcome(
             status,
@@ -112,7 +116,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),
             chunk=chunk,
-            pages=api.iter_record_pages(query_id),
+            pages=deadline.guard(api.iter_record_pages(query_id), "the next page"),
             attempt=int(payload.get("attempt", 1)),
             incomplete=outcome == chunk_rules.EXPORT_INCOMPLETE,
         )

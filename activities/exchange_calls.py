@@ -16,6 +16,7 @@ from shared.audit.exchange_session import BlockRead, ExchangeCursor, read_call
 from shared.audit.ports import AuditSearchApi
 from shared.errors import NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
+from shared.slot_deadline import SlotDeadline
 
 __all__ = ["ExchangeCursor", "exchange_call"]
 
@@ -38,6 +39,7 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
     if record is None and (done := parts.committed([*cursor.parts, key])) is not None:
         return ActivityResult.success({"summary": done.to_json()})  # it was the last call, and it committed
     if record is None:
+        SlotDeadline.of(payload).check("the call")  # the lane's budget slot must still be held
         try:
             record = read_call(
                 api,

@@ -73,8 +73,44 @@ _LANE_KEYS = frozenset(
         "ending",
         "holdsSlot",
         "budgetWaits",
+        "slot",
     }
 )
+
+
+@dataclass(slots=True)
+class Slot:
+    """A tenant budget slot as the window knows it: whose holder id it is leased under (``<collection>/<holder>``),
+    until when (the entity's clock, from its latest answer), which grant, whether the Graph export may run past the
+    lease it carries (the window saw the lease renewed after a call stopped at its deadline), and since when the
+    lane has it."""
+
+    holder: int
+    lease_until: datetime | None = None
+    grant: int | None = None
+    pages_free: bool = False
+    since: datetime | None = None
+    """When the lane took the slot (orchestration time): how long its chunk kept it."""
+
+    def to_json(self) -> JsonDict:
+        return {
+            "holder": self.holder,
+            "leaseUntil": iso(self.lease_until) if self.lease_until else None,
+            "grant": self.grant,
+            "pagesFree": self.pages_free,
+            "since": iso(self.since) if self.since else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> Slot:
+        until, grant, since = data.get("leaseUntil"), data.get("grant"), data.get("since")
+        return cls(
+            int(data["holder"]),
+            parse_iso(until) if until else None,
+            int(grant) if grant is not None else None,
+            bool(data.get("pagesFree", False)),
+            parse_iso(since) if since else None,
+        )
 
 
 @dataclass(slots=True)
@@ -113,6 +149,9 @@ class Lane:
     """The lane holds a tenant budget slot (granted, not yet released): renewed with the collection's others."""
     budget_waits: int = 0
     """Times the budget answered this lane "queued" (it waits for tenant budget while this is > 0 in BUDGET)."""
+    slot: Slot | None = None
+    """The tenant budget slot the lane uses or last used (its holder id, lease and grant), kept while the lane asks
+    again so that a loss can be told from a renewal."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -153,6 +192,7 @@ class Lane:
             "ending": ending,
             "holdsSlot": self.holds_slot,
             "budgetWaits": self.budget_waits,
+            "slot": self.slot.to_json() if self.slot else None,
         }
 
     @classmethod
@@ -183,6 +223,7 @@ class Lane:
             ending=ending,
             holds_slot=bool(data.get("holdsSlot", False)),
             budget_waits=int(data.get("budgetWaits", 0)),
+            slot=Slot.from_json(data["slot"]) if data.get("slot") else None,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 
@@ -215,7 +256,13 @@ class Carried:
     budget_waits: int = 0
     """Times a lane of this collection was answered "queued" by the tenant budget."""
     budget_lost: int = 0
-    """Slots a renewal found lost (held past their lease without renewal): the lane went on regardless."""
+    """Slots taken away from a lane that still had work (a renewal found them gone, or the lane found its lease run
+    out and was not granted the same slot again): the lane asked for a slot again before its next request."""
+    budget_seen_at: datetime | None = None
+    """When the latest answer of the tenant budget arrived (orchestration time), and how many lanes of any
+    collection it said were waiting: a lane's slot goes to the collection's next chunk without asking only while
+    this is recent and nobody waits."""
+    budget_waiting: int = 0
 
     def to_json(self) -> JsonDict:
         return {
@@ -237,6 +284,8 @@ class Carried:
             "renewDue": iso(self.renew_due) if self.renew_due else None,
             "budgetWaits": self.budget_waits,
             "budgetLost": self.budget_lost,
+            "budgetSeenAt": iso(self.budget_seen_at) if self.budget_seen_at else None,
+            "budgetWaiting": self.budget_waiting,
         }
 
     @classmethod
@@ -263,6 +312,8 @@ class Carried:
             renew_due=parse_iso(data["renewDue"]) if data.get("renewDue") else None,
             budget_waits=int(data.get("budgetWaits", 0)),
             budget_lost=int(data.get("budgetLost", 0)),
+            budget_seen_at=parse_iso(data["budgetSeenAt"]) if data.get("budgetSeenAt") else None,
+            budget_waiting=int(data.get("budgetWaiting", 0)),
         )
 
     def learn_duration(self, seconds: float) -> None:
@@ -344,6 +395,7 @@ __all__ = [
     "Lane",
     "RunOptions",
     "SignalEntity",
+    "Slot",
     "Step",
     "Wait",
     "later",

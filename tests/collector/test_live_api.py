@@ -28,7 +28,7 @@ def running_window(client: FakeClient, collection_id: str) -> CollectionWindow:
     window = CollectionWindow(CollectionSpec.from_json(payload["spec"]))
     window.free_slots = 3  # as if the budget had said three slots are free
     for step in window.fill():  # the tenant budget (on by default) grants the first lanes their slots
-        window.on_budget(step.lane, {"granted": True})
+        window.on_budget(step.lane, {"granted": True, "grant": step.lane + 1, "leaseUntil": "2999-01-01T00:00:00Z"})
     client.instances[collection_id].runtime_status = SimpleNamespace(value="Running")
     return window
 
