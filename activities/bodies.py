@@ -69,13 +69,16 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
         known = json.loads(earlier).get("queryId") if earlier is not None else None
         if known:
             return ActivityResult.success({"queryId": str(known)})
-        SlotDeadline.of(payload).check("the query's create")  # the lane's budget slot must still be held
-        query_id = None
-        if earlier is not None and isinstance(api, FindsQueries):
-            query_id = api.find_query(chunk.window(), display_name=display)
-        if query_id is None:
-            write_bytes(sink, record, json.dumps({"displayName": display}).encode())
-            query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
+        deadline = SlotDeadline.of(payload)
+        deadline.check("the query's create")  # the lane's budget slot must still be held
+        with deadline.guarding(every_request=True):  # ...and still be, right before each request
+            query_id = None
+            if earlier is not None and isinstance(api, FindsQueries):
+                query_id = api.find_query(chunk.window(), display_name=display)
+            if query_id is None:
+                write_bytes(sink, record, json.dumps({"displayName": display}).encode())
+                filters = filters_from_json(payload.get("filters"))
+                query_id = api.create_query(chunk.window(), filters, display_name=display)
         write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id}).encode())
         return ActivityResult.success({"queryId": query_id})
 
@@ -95,6 +98,10 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
         query_id = str(payload["queryId"])
         deadline = SlotDeadline.of(payload)
         deadline.check("the query's status check")  # the lane's budget slot must still be held
+        with deadline.guarding(every_request=True):  # ...and still be, right before each request and page
+            return checked_and_exported(query_id)
+
+    def checked_and_exported(query_id: str) -> ActivityResult:
         status = api.get_query(query_id)
         outcome = chunk_rules.graph_outcome(
             status,
@@ -116,7 +123,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),
             chunk=chunk,
-            pages=deadline.guard(api.iter_record_pages(query_id), "the next page"),
+            pages=api.iter_record_pages(query_id),
             attempt=int(payload.get("attempt", 1)),
             incomplete=outcome == chunk_rules.EXPORT_INCOMPLETE,
         )

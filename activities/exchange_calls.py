@@ -39,14 +39,16 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
     if record is None and (done := parts.committed([*cursor.parts, key])) is not None:
         return ActivityResult.success({"summary": done.to_json()})  # it was the last call, and it committed
     if record is None:
-        SlotDeadline.of(payload).check("the call")  # the lane's budget slot must still be held
+        deadline = SlotDeadline.of(payload)
+        deadline.check("the call")  # the lane's budget slot must still be held
         try:
-            record = read_call(
-                api,
-                read,
-                cursor,
-                lambda pages, after: parts.write(key, pages, cursor.parts, lambda: after(key).to_json()),
-            )
+            with deadline.guarding(every_request=False):  # ...and still be when the call (or its retry) is sent
+                record = read_call(
+                    api,
+                    read,
+                    cursor,
+                    lambda pages, after: parts.write(key, pages, cursor.parts, lambda: after(key).to_json()),
+                )
         except NeedsSplitError:
             parts.discard(cursor.parts)  # the halves write their own objects
             raise

@@ -1,28 +1,27 @@
-"""A lane's tenant budget slot as an activity sees it: no server-side step starts once the slot's lease has run out.
+"""A lane's tenant budget slot as an activity sees it: no request that uses the slot is sent once its lease has run out.
 
 Activities cannot call entities, so the window hands each server-side activity the moment its slot's lease ends,
 as the budget entity last told it (``leaseUntil`` of the grant or of the latest renewal), less a margin for the
 clock difference between the worker that ran the entity and the one running the activity
-(``BudgetOptions.margin_seconds``). The activity checks it right before each request that uses the slot (an
-Exchange call, a Graph create or status check) and, for a Graph export, before each page; once it has passed, it
-stops with :class:`~shared.errors.SlotExpiredError` and the window asks the budget again. A renewal made while the
-activity runs is not seen by it: the activity may stop early, and the window then finds the lease renewed and
-sends the call again without the page check (so an export longer than a lease still ends).
+(``BudgetOptions.margin_seconds``). The activity checks it when it starts, and runs its adapter calls inside
+:meth:`SlotDeadline.guarding`, so that the audit HTTP client checks it again right before it sends each request
+(``check_request``, after the token is fetched and before every retry): an Exchange call (the request that starts a
+search block; its nextLink pages continue a block already started), a Graph create, status check or page. Once it
+has passed, :class:`~shared.errors.SlotExpiredError` stops the activity and the window asks the budget again. A
+renewal made while the activity runs is not seen by it: the activity may stop early, and the window, finding the
+lease renewed, sends the call again without the per-request check (so an export longer than a lease still ends).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TypeVar
 
 from shared.errors import SlotExpiredError
 from shared.models import JsonDict, iso, parse_iso
-
-T = TypeVar("T")
 
 
 def _utc_now() -> datetime:
@@ -48,7 +47,8 @@ class SlotDeadline:
     until: datetime | None = None
     """None: the collection takes no budget slots (nothing to check)."""
     pages: bool = True
-    """Check before each page too (off when the window resends a call the deadline stopped although renewed)."""
+    """Check before every request of the activity, pages included (off when the window resends a call that the
+    deadline stopped although the lease was renewed)."""
     clock: Callable[[], datetime] = field(default=_utc_now, compare=False)
 
     @classmethod
@@ -62,19 +62,29 @@ class SlotDeadline:
         if self.until is not None and self.clock() >= self.until:
             raise SlotExpiredError(f"the tenant budget slot ran out at {iso(self.until)}: {step} not started")
 
-    def guard(self, pages: Iterable[T], step: str) -> Iterator[T]:
-        """``pages``, checked before each one is fetched (when ``pages`` checks are on)."""
-        iterator = iter(pages)
+    @contextmanager
+    def guarding(self, *, every_request: bool) -> Iterator[None]:
+        """Inside this block the audit HTTP client checks the deadline before each request it sends: every request
+        (Graph), or only the requests that advance a session (Exchange: a block's first request and its retries)."""
+        if self.until is None or not self.pages:
+            yield
+            return
+        token = _GATE.set((self, every_request))
         try:
-            while True:
-                if self.pages:
-                    self.check(step)
-                try:
-                    page = next(iterator)
-                except StopIteration:
-                    return
-                yield page
+            yield
         finally:
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                close()
+            _GATE.reset(token)
+
+
+_GATE: ContextVar[tuple[SlotDeadline, bool] | None] = ContextVar("slot_deadline_gate", default=None)
+
+
+def check_request(step: str, *, advances_session: bool) -> None:
+    """Called by the audit HTTP client right before it sends a request: ``SlotExpiredError`` once the deadline of the
+    activity running it has passed (nothing to check outside :meth:`SlotDeadline.guarding`)."""
+    gate = _GATE.get()
+    if gate is None:
+        return
+    deadline, every_request = gate
+    if every_request or advances_session:
+        deadline.check(step)

@@ -16,7 +16,7 @@ from shared import names
 from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.sinks.memory import MemorySink
-from shared.slot_deadline import SlotDeadline
+from shared.slot_deadline import SlotDeadline, check_request
 from shared.window import CollectionWindow
 from shared.window_state import BUDGET, CallActivity, CallEntity, SignalEntity, Wait
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
@@ -159,22 +159,21 @@ def test_activities_refuse_to_start_a_server_side_step_past_the_deadline() -> No
     assert ActivityResult.from_json(bodies.exchange_collect(exchange, MemorySink(), {**base, **future})).ok
 
 
-def test_the_export_stops_between_pages_once_the_deadline_passes() -> None:
+def test_inside_guarding_every_request_is_checked_or_only_those_that_advance_a_session() -> None:
     now = [at(0)]
     deadline = SlotDeadline(at(10), clock=lambda: now[0])
-    read: list[int] = []
-
-    def pages() -> object:
-        for page in range(5):
-            read.append(page)
-            now[0] += timedelta(seconds=4)
-            yield page
-
-    with pytest.raises(SlotExpiredError):
-        list(deadline.guard(pages(), "the next page"))  # type: ignore[call-overload]
-    assert read == [0, 1, 2]  # the fourth page was never requested
-    unchecked = SlotDeadline(at(10), pages=False, clock=lambda: now[0])
-    assert list(unchecked.guard(range(3), "the next page")) == [0, 1, 2]
+    check_request("outside", advances_session=True)  # no activity guards this thread: nothing to check
+    with deadline.guarding(every_request=True):
+        check_request("a page", advances_session=False)
+        now[0] = at(10)
+        with pytest.raises(SlotExpiredError, match="a page not started"):
+            check_request("a page", advances_session=False)
+    with deadline.guarding(every_request=False):  # Exchange: a block's nextLink pages continue what was started
+        check_request("a nextLink page", advances_session=False)
+        with pytest.raises(SlotExpiredError):
+            check_request("the next block", advances_session=True)
+    with SlotDeadline(at(10), pages=False, clock=lambda: now[0]).guarding(every_request=True):
+        check_request("a page", advances_session=True)  # resent after a renewal: checked when it started only
     assert SlotDeadline.of({}).until is None  # no budget: nothing to check
     assert SlotDeadline.of({"slotDeadline": stamp(27)}).until == datetime(2024, 11, 17, 0, 0, 27, tzinfo=UTC)
 
