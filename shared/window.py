@@ -37,7 +37,6 @@ from shared.window_state import (
     Failure,
     Lane,
     RunOptions,
-    Slot,
     Step,
     Wait,
     later,
@@ -72,7 +71,6 @@ class CollectionWindow(BudgetLanes):
         self.budget_token = budget_token
         self.free_slots = 1
         """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
-        self.spares: list[Slot] = []
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property

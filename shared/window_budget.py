@@ -77,8 +77,6 @@ class BudgetLanes:
     """The collection's ``RunOptions.budget`` (built once: the window runs again on every replay)."""
     budget_token: str
     """The collection's token, sent with every operation (from the orchestration input; "" without a secret)."""
-    spares: list[Slot]
-    """Slots of lanes that ended in this transition, not yet handed on (``fill`` settles them)."""
 
     @property
     def options(self) -> RunOptions:
@@ -87,6 +85,11 @@ class BudgetLanes:
     @property
     def switching(self) -> bool:
         raise NotImplementedError
+
+    @property
+    def spares(self) -> list[Slot]:
+        """Slots of lanes that ended, not yet handed on (``fill`` settles them; a switch carries them)."""
+        return self.state.spares
 
     def _next_call(self, lane: Lane) -> list[Step]:
         raise NotImplementedError
@@ -253,9 +256,12 @@ class BudgetLanes:
         return [self._release_signal(self._holder(lane))]
 
     def _settle_spares(self) -> list[Step]:
-        """Slots no new chunk took: to the collection's waiting lane (its timer cancelled, it asks again now with
-        the release folded in), or back to the budget."""
+        """Slots no new chunk took: kept for the next execution while the window switches; otherwise to the
+        collection's waiting lane (its timer cancelled, it asks again now with the release folded in), or back to
+        the budget."""
         steps: list[Step] = []
+        if self.switching:
+            return steps
         while self.spares:
             spare = self.spares.pop(0)
             queued = self._queued()
@@ -279,6 +285,7 @@ class BudgetLanes:
     def _renew(self) -> list[Step]:
         self.state.renew_due = None
         holders = [self._holder(lane) for lane in self.lanes.values() if lane.holds_slot]
+        holders += [holder_id(self.spec.collection_id, spare.holder) for spare in self.spares]
         if not holders:
             return []
         self.renewing, self.renew_holders = True, holders
@@ -302,7 +309,14 @@ class BudgetLanes:
                     self.state.budget_lost += 1
                 elif isinstance(until, str):
                     lane.slot.lease_until = parse_iso(until)
-        return self._keep_renewing() if any(lane.holds_slot for lane in self.lanes.values()) else []
+            for spare in list(self.spares):  # a kept slot found gone is simply forgotten: no lane was using it
+                holder = holder_id(self.spec.collection_id, spare.holder)
+                if holder in lost:
+                    self.spares.remove(spare)
+                elif holder in self.renew_holders and isinstance(until, str):
+                    spare.lease_until = parse_iso(until)
+        holding = self.spares or any(lane.holds_slot for lane in self.lanes.values())
+        return self._keep_renewing() if holding else []
 
     # --- requests ---------------------------------------------------------------------------------------------
     def _holder_number(self, lane: Lane) -> int:

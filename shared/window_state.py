@@ -263,6 +263,10 @@ class Carried:
     collection it said were waiting: a lane's slot goes to the collection's next chunk without asking only while
     this is recent and nobody waits."""
     budget_waiting: int = 0
+    spares: list[Slot] = field(default_factory=list)
+    """Slots of lanes that ended and that no chunk took yet: settled when the window fills (handed on, folded into
+    an ``acquire``, or released); while the window switches executions they are kept (and renewed) for the next
+    execution's chunks instead of going back to the budget and being asked for again."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -286,6 +290,7 @@ class Carried:
             "budgetLost": self.budget_lost,
             "budgetSeenAt": iso(self.budget_seen_at) if self.budget_seen_at else None,
             "budgetWaiting": self.budget_waiting,
+            "spareSlots": [slot.to_json() for slot in self.spares],
         }
 
     @classmethod
@@ -314,6 +319,7 @@ class Carried:
             budget_lost=int(data.get("budgetLost", 0)),
             budget_seen_at=parse_iso(data["budgetSeenAt"]) if data.get("budgetSeenAt") else None,
             budget_waiting=int(data.get("budgetWaiting", 0)),
+            spares=[Slot.from_json(slot) for slot in data.get("spareSlots") or []],
         )
 
     def learn_duration(self, seconds: float) -> None:

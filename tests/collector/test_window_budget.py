@@ -340,10 +340,12 @@ def test_one_renewal_per_period_lists_every_held_slot_and_stops_when_none_is_hel
     assert window.status()["budget"]["lost"] == 1
     assert window.lanes[0].slot.lease_until == T0 + timedelta(seconds=40)  # type: ignore[union-attr]
     assert not window.lanes[1].holds_slot  # its next call asks for a slot first
-    for lane in (0, 1):  # both chunks end: the next renewal finds nothing to renew and stops
+    window.state.cursor = window.planned  # no chunk left to start
+    for lane in (0, 1):  # both chunks end and give their slots back: the next renewal finds nothing and stops
         window.on_result(
             lane, done(CallActivity(lane, names.ACTIVITY_EXCHANGE_COLLECT, {"chunk": window.lanes[lane].chunk_json()}))
         )
+        window.fill()
     window.now = T0 + timedelta(seconds=20)
     assert window.on_timer(RENEW) == [] and window.state.renew_due is None
 

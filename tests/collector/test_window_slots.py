@@ -18,7 +18,7 @@ from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.sinks.memory import MemorySink
 from shared.slot_deadline import SlotDeadline, check_request
 from shared.window import CollectionWindow
-from shared.window_state import BUDGET, CallActivity, CallEntity, SignalEntity, Wait
+from shared.window_state import BUDGET, CallActivity, CallEntity, Carried, SignalEntity, Wait
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.test_window_budget import LEASE, POLL, T0, Tenant, done, spec
 
@@ -248,3 +248,26 @@ def test_a_waiting_collection_is_served_within_two_polls_although_the_holder_han
     assert tenant.queued_at, "one collection waited for the other"
     for name, queued_at in tenant.queued_at.items():
         assert tenant.served_at[name] - queued_at <= timedelta(seconds=2 * POLL + 1), (name, seed)
+
+
+def test_slots_of_lanes_that_end_while_switching_go_to_the_next_execution_and_are_renewed_meanwhile() -> None:
+    window = CollectionWindow(spec(b=2, k=2, n=6, m=3), now=at(0))
+    window.free_slots = 2
+    first = window.fill()
+    zero, one = (window.on_budget(s.lane, granted(s.lane + 1, LEASE, held=s.lane + 1, capacity=2))[0] for s in first)
+    window.now = at(1)
+    third = only(window.on_result(0, done(zero)) + window.fill())  # type: ignore[arg-type]
+    assert isinstance(third, CallActivity) and window.lanes[2].slot.holder == 0  # type: ignore[union-attr]
+    assert window.switching  # three chunks started: this execution's budget of chunks is spent
+    ended = window.on_result(1, done(one)) + window.fill() + window.on_result(2, done(third)) + window.fill()  # type: ignore[arg-type]
+    assert ended == []  # kept for the next execution, not released
+    renewal = only(window.on_timer(-1))
+    assert isinstance(renewal, CallEntity) and renewal.input["holders"] == ["c1/1", "c1/0"]
+    window.on_budget(-1, {"renewed": 2, "lost": [], "leaseUntil": stamp(1 + LEASE)})
+    assert window.should_continue_as_new
+    carried = Carried.from_json(window.carry().to_json())
+    assert [(s.holder, s.lease_until) for s in carried.spares] == [(1, at(1 + LEASE)), (0, at(1 + LEASE))]
+    nxt = CollectionWindow(window.spec, carried, now=at(1.5))
+    steps = nxt.resume() + nxt.fill()
+    assert [type(s) for s in steps] == [Wait, CallActivity, CallActivity]  # the renewal's timer, two chunks at once
+    assert [nxt.lanes[lane].slot.holder for lane in (3, 4)] == [1, 0]  # type: ignore[union-attr]
