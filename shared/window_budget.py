@@ -135,10 +135,14 @@ class BudgetLanes:
         that end within about a poll, and is served at most about two polls later than if every slot went back
         through the budget (it asks again only every poll anyway); chunks longer than a poll never hand on."""
         poll = timedelta(seconds=self.budget.poll_seconds)
-        seen = self.state.budget_seen_at
-        fresh = seen is not None and self.now - seen <= poll
         short = spare.since is not None and self.now - spare.since <= poll
-        return fresh and short and self.state.budget_waiting == 0 and self._queued() is None
+        return short and self._nobody_waits()
+
+    def _nobody_waits(self) -> bool:
+        """The entity's latest answer is younger than a poll and said nobody (of any collection) waits."""
+        seen = self.state.budget_seen_at
+        fresh = seen is not None and self.now - seen <= timedelta(seconds=self.budget.poll_seconds)
+        return fresh and self.state.budget_waiting == 0 and self._queued() is None
 
     def _needs_slot(self, lane: Lane) -> bool:
         """The lane's next call uses its slot, and the slot is gone or its deadline has passed."""
@@ -256,11 +260,12 @@ class BudgetLanes:
         return [self._release_signal(self._holder(lane))]
 
     def _settle_spares(self) -> list[Step]:
-        """Slots no new chunk took: kept for the next execution while the window switches; otherwise to the
-        collection's waiting lane (its timer cancelled, it asks again now with the release folded in), or back to
-        the budget."""
+        """Slots no new chunk took: kept for the next execution while the window switches and nobody waits (as far
+        as the entity's latest answer, younger than a poll, tells); otherwise to the collection's waiting lane (its
+        timer cancelled, it asks again now with the release folded in), or back to the budget, where a waiter takes
+        it at its next poll instead of it idling through the switch."""
         steps: list[Step] = []
-        if self.switching:
+        if self.switching and self._nobody_waits():
             return steps
         while self.spares:
             spare = self.spares.pop(0)

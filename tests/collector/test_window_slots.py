@@ -271,3 +271,16 @@ def test_slots_of_lanes_that_end_while_switching_go_to_the_next_execution_and_ar
     steps = nxt.resume() + nxt.fill()
     assert [type(s) for s in steps] == [Wait, CallActivity, CallActivity]  # the renewal's timer, two chunks at once
     assert [nxt.lanes[lane].slot.holder for lane in (3, 4)] == [1, 0]  # type: ignore[union-attr]
+
+
+def test_while_switching_a_slot_someone_waits_for_goes_back_at_once_instead_of_idling_through_the_switch() -> None:
+    window = CollectionWindow(spec(b=2, k=2, n=6, m=3), now=at(0))
+    window.free_slots = 2
+    first = window.fill()
+    zero = window.on_budget(first[0].lane, granted(1, LEASE, held=1, capacity=2))[0]
+    one = window.on_budget(first[1].lane, granted(2, LEASE, held=2, waiting=1, capacity=2))[0]  # someone waits
+    window.now = at(1)
+    third = only(window.on_result(0, done(zero)) + window.fill())  # type: ignore[arg-type]
+    assert isinstance(third, CallEntity) and third.input["release"] == "c1/0"  # through the entity, FIFO
+    assert window.switching
+    assert window.on_result(1, done(one)) + window.fill() == [SignalEntity("release", {"holder": "c1/1"})]  # type: ignore[arg-type]
