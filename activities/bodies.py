@@ -12,14 +12,16 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from activities.chunk_writer import write_chunk
+from activities.reread import earlier_read, write_window
 from shared import chunk_rules, names
+from shared.audit.filter_check import FilterCheck
 from shared.audit.ports import (
     AuditQueryApi,
     AuditSearchApi,
     TimeWindow,
 )
-from shared.errors import CollectorError, NeedsSplitError
+from shared.errors import CollectorError, NeedsSplitError, TransientApiError
+from shared.log_fields import log_event
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
@@ -48,7 +50,11 @@ def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
         logger.info("window needs a split: %s", exc)
         return ActivityResult.split({"limit": exc.limit, "reportedCount": exc.reported_count}).to_json()
     except CollectorError as exc:
-        logger.warning("activity failed (%s): %s", exc.kind, exc)
+        if isinstance(exc, TransientApiError) and exc.status == 429:  # left to the orchestrator's retry
+            text = f"activity throttled (429), retried by the orchestrator: {exc}"
+            log_event(logger, logging.WARNING, "api.throttled", text, status=429, retryAfterSeconds=exc.retry_after)
+        else:
+            logger.warning("activity failed (%s): %s", exc.kind, exc)
         return ActivityResult.failure(exc).to_json()
 
 
@@ -56,30 +62,37 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
     chunk = Chunk.from_json(payload["chunk"])
 
     def body() -> ActivityResult:
-        display = query_display_name(str(payload["collectionId"]), chunk)
         # An earlier run may have created the query: a failed attempt, or this very attempt run twice (the worker
         # died after the create, before its result was recorded: crash points C8/C9, where the payload's ``attempt``
         # is unchanged). Reuse it: the quota counts creates, and a lost id would leak a live query. The chunk's
         # submit record says what earlier runs did; only a run that died between its intent and its id leaves the
         # question open, and only then is the tenant's query list searched by name (a page per hundred queries).
-        record = names.query_record_name(
-            names.chunk_object_name(str(payload["tenantId"]), str(payload["collectionId"]), chunk.start, chunk.end)
+        chunk_name = names.chunk_object_name(
+            str(payload["tenantId"]), str(payload["collectionId"]), chunk.start, chunk.end
         )
+        record = names.query_record_name(chunk_name)
+        # A window read before (a settle pass, a follower's re-read) needs a query of its own, created now: its name
+        # carries the content it reads over, so a look-up by name never finds the earlier read's query.
+        over = earlier_read(sink, chunk_name)
+        after = over.sha256 if over is not None else None
+        display = query_display_name(str(payload["collectionId"]), chunk) + (f"-{after[:8]}" if after else "")
         earlier = sink.read_bytes(record)
-        known = json.loads(earlier).get("queryId") if earlier is not None else None
-        if known:
-            return ActivityResult.success({"queryId": str(known)})
+        recorded = json.loads(earlier) if earlier is not None else None
+        if recorded is not None and recorded.get("after") != after:
+            recorded = None  # left by a read before the window's current content: not this read's query
+        if recorded is not None and recorded.get("queryId"):
+            return ActivityResult.success({"queryId": str(recorded["queryId"])})
         deadline = SlotDeadline.of(payload)
         deadline.check("the query's create")  # the lane's budget slot must still be held
         with deadline.guarding(every_request=True):  # ...and still be, right before each request
             query_id = None
-            if earlier is not None and isinstance(api, FindsQueries):
-                query_id = api.find_query(chunk.window(), display_name=display)
+            if recorded is not None and isinstance(api, FindsQueries):
+                query_id = api.find_query(chunk.window(), display_name=str(recorded.get("displayName") or display))
             if query_id is None:
-                write_bytes(sink, record, json.dumps({"displayName": display}).encode())
+                write_bytes(sink, record, json.dumps({"displayName": display, "after": after}).encode())
                 filters = filters_from_json(payload.get("filters"))
                 query_id = api.create_query(chunk.window(), filters, display_name=display)
-        write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id}).encode())
+        write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id, "after": after}).encode())
         return ActivityResult.success({"queryId": query_id})
 
     return _guard(body)
@@ -90,7 +103,8 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
 
     One activity instead of a status check followed by an export saves the orchestration a step per chunk. The
     decision (``shared.chunk_rules.graph_outcome``) reads the query's status and the payload's ``allowIncomplete``
-    (the window cannot be split any further) and ``maxRecords``.
+    (the window cannot be split any further) and ``maxRecords``. Records the request's filters exclude are trimmed
+    and counted (``shared.audit.filter_check``): the service's own filtering is not trusted.
     """
     chunk = Chunk.from_json(payload["chunk"])
 
@@ -118,7 +132,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             return ActivityResult.split(checked)
         if outcome in (chunk_rules.PENDING, chunk_rules.FAILED):
             return ActivityResult.success(checked)
-        summary = write_chunk(
+        summary = write_window(  # a window read before (a settle pass) is replaced only where it changed
             sink,
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),
@@ -126,6 +140,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             pages=api.iter_record_pages(query_id),
             attempt=int(payload.get("attempt", 1)),
             incomplete=outcome == chunk_rules.EXPORT_INCOMPLETE,
+            check=FilterCheck.of(filters_from_json(payload.get("filters"))),
         )
         return ActivityResult.success({**checked, "summary": summary.to_json()})
 

@@ -11,13 +11,18 @@ in the order the lane lists them, into the chunk's object. Exactly-once output u
   instead of reading the source again, so the part and the session position the lane carries stay consistent.
 * **Part keys are per call**: a lane gives every call a new key (retries included), so a run whose result the lane
   never saw writes a part the commit does not list.
-* **The commit is idempotent**: the summary sidecar, written last, names the parts it committed; a commit run again
-  for the same parts returns it. SHA-256, size and counts are those of the committed object.
+* **The commit is idempotent**: the summary sidecar, written last, names the parts it committed and their hashes; a
+  commit run again for the same parts returns it. SHA-256, size and counts are those of the committed object.
+* **A window read again** (a settle pass, a follower's re-read: ``activities.reread``) writes parts under the same
+  keys as the read before it; its commit is told apart from a re-run by the parts' hashes, replaces the object only
+  when a part differs, and counts the records it gained as ``late``.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
+import hashlib
 import json
 import logging
 import threading
@@ -26,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from activities.chunk_writer import ChunkRecords, _dumps, _quarantine_line
+from activities.reread import with_late
 from shared import names
 from shared.audit.ports import MalformedRecord, RecordPage
 from shared.errors import SinkError
@@ -69,9 +75,12 @@ class PartRecord:
     malformed: list[MalformedRecord] = field(default_factory=list)
     outcome: JsonDict = field(default_factory=dict)
     """What the call returned to the lane (the session position after it): returned again when the call reruns."""
+    sha256: str | None = None
+    """Of the part's staged bytes: a commit of the same keys with other bytes is a new read, not a re-run."""
 
     def to_json(self) -> JsonDict:
         return {
+            "sha256": self.sha256,
             "key": self.key,
             "records": self.records,
             "trimmed": self.trimmed,
@@ -91,6 +100,7 @@ class PartRecord:
             id_bytes=base64.b64decode(data["ids"]),
             malformed=[_malformed_from(m) for m in data.get("malformed") or ()],
             outcome=dict(data.get("outcome") or {}),
+            sha256=data.get("sha256"),
         )
 
 
@@ -112,25 +122,30 @@ class _AfterParts(Deduplicator):
 
 
 class _IdCache:
-    """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back."""
+    """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back.
+
+    An entry also names the read it belongs to (``epoch``: the hash of the window's object when that read began,
+    None for a first read): a later pass reading the window again writes parts under the same keys, and a worker
+    that cached the earlier read's ids must not take them for this read's.
+    """
 
     def __init__(self, size: int = 32) -> None:
-        self._entries: OrderedDict[str, tuple[tuple[str, ...], IdSet]] = OrderedDict()
+        self._entries: OrderedDict[str, tuple[tuple[str, ...], str | None, IdSet]] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def get(self, name: str, keys: Sequence[str]) -> IdSet | None:
-        """The ids of the parts ``keys`` when cached; the caller must not change the set."""
+    def get(self, name: str, keys: Sequence[str], epoch: str | None = None) -> IdSet | None:
+        """The ids of the parts ``keys`` of the read ``epoch`` when cached; the caller must not change the set."""
         with self._lock:
             entry = self._entries.get(name)
-            if entry is None or entry[0] != tuple(keys):
+            if entry is None or entry[0] != tuple(keys) or entry[1] != epoch:
                 return None
             self._entries.move_to_end(name)
-            return entry[1]
+            return entry[2]
 
-    def put(self, name: str, keys: Sequence[str], ids: IdSet) -> None:
+    def put(self, name: str, keys: Sequence[str], ids: IdSet, epoch: str | None = None) -> None:
         with self._lock:
-            self._entries[name] = (tuple(keys), ids)
+            self._entries[name] = (tuple(keys), epoch, ids)
             self._entries.move_to_end(name)
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
@@ -154,6 +169,12 @@ class ChunkParts:
     def _record_name(self, key: str) -> str:
         return names.part_record_name(self.name, key)
 
+    @functools.cached_property
+    def _epoch(self) -> str | None:
+        """Which read of the window this is: the hash of its object when the read began (None: never read)."""
+        written = self._sidecar()
+        return str(written.get("sha256")) if written is not None else None
+
     def load(self, key: str) -> PartRecord | None:
         """The record of part ``key``, when that part was written (by an earlier run of the same call)."""
         data = self.sink.read_bytes(self._record_name(key))
@@ -168,13 +189,13 @@ class ChunkParts:
 
     def ids_before(self, keys: Sequence[str]) -> IdSet:
         """Every record id in the parts ``keys`` (not to be changed: it may be the cached set)."""
-        cached = ID_CACHE.get(self.name, keys)
+        cached = ID_CACHE.get(self.name, keys, self._epoch)
         if cached is not None:
             return cached
         ids = IdSet()
         for key in keys:
             ids.update(IdSet.from_bytes(self._require(key).id_bytes))
-        ID_CACHE.put(self.name, keys, ids)
+        ID_CACHE.put(self.name, keys, ids, self._epoch)
         return ids
 
     def write(
@@ -197,29 +218,51 @@ class ChunkParts:
             id_bytes=seen.to_bytes(),
             malformed=kept,
             outcome=outcome(),
+            sha256=hashlib.sha256(data).hexdigest(),
         )
         self.sink.stage_part(self.name, key, data)
         write_bytes(self.sink, self._record_name(key), _dumps(record.to_json()))  # last: the part is complete
         known = prior.copy()
         known.update(seen)
-        ID_CACHE.put(self.name, [*before, key], known)
+        ID_CACHE.put(self.name, [*before, key], known, self._epoch)
         return record
 
-    def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
-        """The summary of the commit of exactly the parts ``keys``, when it happened."""
+    def _sidecar(self) -> JsonDict | None:
         existing = self.sink.read_bytes(names.summary_object_name(self.name))
-        if existing is None:
+        return dict(json.loads(existing)) if existing is not None else None
+
+    def committed(self, keys: Sequence[str]) -> ChunkSummary | None:
+        """The summary of this read's commit of exactly the parts ``keys`` (or of parts with the same bytes under the
+        same keys: nothing new), when it happened.
+
+        This read's commit is the one its commit record names (``parts/<window>/commit.json``, kept until finalize
+        clears ``parts/`` at the end of the pass): a later pass reading the window again writes its first part under
+        the key the earlier read used, and must not take the earlier read's summary for its own.
+        """
+        written = self._sidecar()
+        if written is None or written.get("parts") != list(keys):
             return None
-        written = json.loads(existing)
-        return ChunkSummary.from_json(written) if written.get("parts") == list(keys) else None
+        summary = ChunkSummary.from_json(written)
+        if "partSha256" not in written:  # committed by a version that recorded no commit: its sidecar says it
+            return summary
+        commit = self.sink.read_bytes(self._record_name("commit"))
+        if commit is None:
+            return None  # an earlier pass's commit: this is a read of its own
+        staged = [self.load(key) for key in keys]
+        if any(record is None for record in staged):  # discarded by that very commit: this is its re-run
+            return summary
+        same = json.loads(commit).get("partSha256") == [record.sha256 for record in staged if record is not None]
+        return summary if same else None
 
     def commit(self, keys: Sequence[str], *, attempt: int, incomplete: bool) -> ChunkSummary:
         """Make the chunk object from the parts ``keys`` (+ quarantine, + summary sidecar); returns the summary."""
         sidecar = names.summary_object_name(self.name)
         done = self.committed(keys)
-        if done is not None:  # this very commit ran before (its activity ran twice)
+        if done is not None:  # this very commit ran before (its activity ran twice), or the window has not changed
             self.discard(keys)
             return done
+        earlier = self._sidecar()  # an earlier read of this window (a settle pass): count what it did not return
+        previous = ChunkSummary.from_json(earlier) if earlier is not None else None
         records = [self._require(key) for key in keys]
         quarantine = Quarantine(self.chunk.window())
         for record in records:
@@ -245,7 +288,10 @@ class ChunkParts:
             quarantine_blob=quarantine_name,
             attempts=attempt,
         )
-        write_bytes(self.sink, sidecar, _dumps({**summary.to_json(), "parts": list(keys)}))
+        summary = with_late(summary, previous)
+        hashes = [record.sha256 for record in records]
+        write_bytes(self.sink, sidecar, _dumps({**summary.to_json(), "parts": list(keys), "partSha256": hashes}))
+        write_bytes(self.sink, self._record_name("commit"), _dumps({"parts": list(keys), "partSha256": hashes}))
         self.discard(keys)
         return summary
 

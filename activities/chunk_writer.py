@@ -1,8 +1,11 @@
-"""Streams one chunk's pages into the sink: validated, trimmed to [start, end), de-duplicated by id, as JSONL.
+"""Streams one chunk's pages into the sink: validated, trimmed to [start, end) and to the request's filters,
+de-duplicated by id, as JSONL.
 
 Exactly-once output under at-least-once activities: the object name depends only on (tenant, collection, window),
 each attempt replaces the whole object, and trimming plus de-duplication make the content independent of the
-source's boundary bleed and repeated records. Malformed records follow the same window and de-duplication rules
+source's boundary bleed and repeated records. Records the request's filters exclude (a filter the service ignored or
+did not apply exactly) are trimmed too, when the record shows it (``shared.audit.filter_check``), and counted apart
+from the time trimming (``filtered_out``). Malformed records follow the same window and de-duplication rules
 (``shared.records.Quarantine``) into the quarantine object. The summary sidecar is written last, so its presence
 means the chunk object beside it is complete.
 
@@ -19,6 +22,7 @@ from collections.abc import Callable, Generator, Iterable
 from datetime import datetime
 
 from shared import names
+from shared.audit.filter_check import FilterCheck
 from shared.audit.normalise import raw_text
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWindow
 from shared.json_codec import JsonEncodeError, dump_line, dump_lines
@@ -59,15 +63,20 @@ class ChunkRecords:
 
     ``page_lines`` turns each page into the JSONL bytes of its new records; ``settle`` (once, after the last page)
     gives the quarantine. A writer that produces one object in several parts passes each part the ``seen`` ids of the
-    parts before it; the counts here are this instance's own.
+    parts before it; the counts here are this instance's own. ``check`` (None: nothing to verify) trims records inside
+    the window that the request's filters exclude, counted in ``filtered_out``.
     """
 
-    def __init__(self, window: TimeWindow, seen: Deduplicator | None = None) -> None:
+    def __init__(
+        self, window: TimeWindow, seen: Deduplicator | None = None, *, check: FilterCheck | None = None
+    ) -> None:
         self.window = window
         self.seen = seen if seen is not None else Deduplicator()
         self.quarantine = Quarantine(window)
+        self.check = check
         self.records = 0
         self.trimmed = 0
+        self.filtered_out = 0
         self._duplicates_before = self.seen.duplicates_removed
         self.malformed: list[MalformedRecord] = []
 
@@ -82,6 +91,7 @@ class ChunkRecords:
         records = page.records
         times = page.times if page.times is not None and len(page.times) == len(records) else None
         start, end = self.window.start, self.window.end
+        keeps = self.check.keeps if self.check is not None else None
         inside: list[tuple[AuditRecord, str, datetime]] = []
         for index, record in enumerate(records):
             try:
@@ -90,10 +100,12 @@ class ChunkRecords:
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 self.quarantine.add(_unusable(record, exc))
                 continue
-            if start <= moment < end:
-                inside.append((record, record_id, moment))
-            else:
+            if not start <= moment < end:
                 self.trimmed += 1
+            elif keeps is not None and not keeps(record):
+                self.filtered_out += 1
+            else:
+                inside.append((record, record_id, moment))
         add = self.seen.add
         fresh = [record for record, record_id, _ in inside if add(record_id)]
         self.seen.duplicates_removed += len(inside) - len(fresh)
@@ -159,10 +171,11 @@ def write_chunk(
     pages: Iterable[RecordPage],
     attempt: int,
     incomplete: bool | Callable[[], bool] = False,
+    check: FilterCheck | None = None,
 ) -> ChunkSummary:
     """Write the chunk object (+ quarantine when needed, + summary sidecar); returns the summary."""
     name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
-    records = ChunkRecords(chunk.window())
+    records = ChunkRecords(chunk.window(), check=check)
     lines = records.lines(pages)
     try:
         stored = sink.write_stream(name, lines)
@@ -177,6 +190,7 @@ def write_chunk(
         chunk=chunk,
         records=records.records,
         trimmed=records.trimmed,
+        filtered_out=records.filtered_out,
         duplicates=records.duplicates,
         malformed=len(malformed),
         untimed=sum(1 for m in malformed if m.created is None),

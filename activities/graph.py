@@ -10,6 +10,7 @@ import azure.durable_functions as df
 from activities import bodies, runtime
 from shared import names
 from shared.errors import CollectorError
+from shared.log_fields import chunk_context
 from shared.models import ActivityResult, JsonDict
 from shared.sinks import ChunkSink
 
@@ -37,15 +38,18 @@ def _with_sink(payload: JsonDict, body: Callable[[Any, ChunkSink, JsonDict], Jso
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_SUBMIT)  # type: ignore[untyped-decorator]
 def graph_submit_activity(payload: JsonDict) -> JsonDict:
-    return _with_sink(payload, bodies.graph_submit)
+    with chunk_context(payload, source="graph"):
+        return _with_sink(payload, bodies.graph_submit)
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_COLLECT)  # type: ignore[untyped-decorator]
 def graph_collect_activity(payload: JsonDict) -> JsonDict:
-    return _with_sink(payload, bodies.graph_collect)
+    with chunk_context(payload, source="graph"):
+        return _with_sink(payload, bodies.graph_collect)
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_DELETE)  # type: ignore[untyped-decorator]
 def graph_delete_activity(payload: JsonDict) -> JsonDict:
-    api, error = _api_or_error(payload)
-    return error or bodies.graph_delete(api, payload)  # type: ignore[arg-type]
+    with chunk_context(payload, source="graph"):
+        api, error = _api_or_error(payload)
+        return error or bodies.graph_delete(api, payload)  # type: ignore[arg-type]

@@ -8,7 +8,8 @@ collection's own windows count; any other object under its prefix is listed as `
 its own window's chunk, and one without (``untimed``) is counted once by its key however many chunks received it.
 
 A retry link's manifest also has a ``chain`` section, the same proof over its root's whole range across every link
-of the retry chain (``activities.chain_manifest``).
+of the retry chain (``activities.chain_manifest``). A pass over some windows of a larger range (a settle pass, a
+follower's day) proves that range instead (``activities.manifest_scope``).
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from activities.manifest_scope import latency_section, provisional_summaries, scope_of
 from shared import names
+from shared.audit.filter_check import FilterCheck, describe
+from shared.fixes import with_fix
 from shared.latency import latency_report, provisional_parts, started_at_of
-from shared.models import Chunk, ChunkSummary, JsonDict, parse_iso
+from shared.models import Chunk, ChunkSummary, JsonDict, filters_from_json, parse_iso
 from shared.records import quarantine_key
+from shared.retention import possibly_partial, retention_report
 from shared.sinks.base import ChunkSink, write_bytes
 
 _SUMMARY_SUFFIX = ".summary.json"
@@ -112,15 +117,34 @@ def _queries(payload: JsonDict) -> JsonDict | None:
     return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
 
 
+def _moment(value: object) -> datetime | None:
+    try:
+        return parse_iso(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _filter_check(payload: JsonDict) -> JsonDict | None:
+    """Which filters each returned record was checked against (Graph; trimmed ones are ``filteredOut``) and which
+    were trusted to the service; None for Exchange, whose records are not checked."""
+    if payload.get("source") != "graph":
+        return None
+    filters = filters_from_json(payload.get("filters"))
+    return describe(FilterCheck.of(filters), filters)
+
+
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     """Build and write the manifest; returns its name, location, hash and headline totals."""
     tenant, collection = str(payload["tenantId"]), str(payload["collectionId"])
     prefix = names.collection_prefix(tenant, collection)
+    scope = scope_of(payload)
     ranges = [(parse_iso(r["start"]), parse_iso(r["end"])) for r in payload.get("ranges") or []]
+    if scope is not None:
+        ranges = [(c.start, c.end) for c in scope.ranges]
     range_chunks = [Chunk(s, e) for s, e in ranges]
     own, foreign = split_foreign(load_summaries(sink, prefix), ranges)
     summaries, superseded = drop_superseded(own)
-    failures = list(payload.get("failures") or [])
+    failures = list(payload.get("failures") or []) + (scope.failures if scope is not None else [])
     failed_chunks = [Chunk.from_json(f["chunk"]) for f in failures]
     gaps = [
         gap.to_json()
@@ -129,12 +153,24 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
     ]
     untimed = len(untimed_keys(sink, summaries))
     started_at = started_at_of(payload)
-    late = provisional_parts(range_chunks, started_at) if started_at else []
-    provisional = {s.blob for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in late)}
+    if scope is None:
+        late = provisional_parts(range_chunks, started_at) if started_at else []
+        flagged = [s for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in late)]
+        latency = latency_report(range_chunks, started_at)
+    else:
+        flagged = provisional_summaries(summaries, scope, payload, started_at)
+        latency = latency_section(flagged)
+    provisional = {s.blob for s in flagged}
+    # Every query ran before the collection finished: the guaranteed retention is judged at that latest moment.
+    finished_at = _moment(payload.get("finishedAt")) or started_at
+    retention_days = int(payload.get("retentionDays") or 0)
+    old = possibly_partial(range_chunks, finished_at, retention_days) if finished_at else []
+    partial = {s.blob for s in summaries if any(p.start < s.chunk.end and s.chunk.start < p.end for p in old)}
     totals = {
         "chunks": len(summaries),
         "records": sum(s.records for s in summaries),
         "trimmed": sum(s.trimmed for s in summaries),
+        "filteredOut": sum(s.filtered_out for s in summaries),
         "duplicates": sum(s.duplicates for s in summaries),
         "malformed": sum(s.malformed - s.untimed for s in summaries) + untimed,
         "untimed": untimed,
@@ -142,6 +178,8 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "incompleteChunks": sum(1 for s in summaries if s.incomplete),
         "failedChunks": len(failures),
         "provisionalChunks": len(provisional),
+        "possiblyPartialChunks": len(partial),
+        "late": sum(s.late for s in summaries),
     }
     manifest = {
         "collectionId": collection,
@@ -149,19 +187,22 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "parentCollectionId": payload.get("parentCollectionId"),
         "source": payload.get("source"),
         "filters": payload.get("filters") or {},
+        "filterCheck": _filter_check(payload),
         "ranges": [c.span_json() for c in range_chunks],
         "status": payload.get("status"),
-        "reason": payload.get("reason"),
+        "reason": with_fix(payload["reason"]) if isinstance(payload.get("reason"), dict) else payload.get("reason"),
         "timings": {"startedAt": payload.get("startedAt"), "finishedAt": payload.get("finishedAt")},
         "totals": totals,
         "gaps": gaps,
-        "latency": latency_report(range_chunks, started_at),
+        "latency": latency,
+        "retention": retention_report(range_chunks, finished_at, retention_days),
         "chunks": [
             {
                 **s.to_json(),
                 "splits": s.chunk.depth,
                 "location": sink.location(s.blob),
                 "provisional": s.blob in provisional,
+                "possiblyPartial": s.blob in partial,
             }
             for s in summaries
         ],
@@ -171,7 +212,13 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
     }
+    if payload.get("cancelled") is not None:  # written by POST .../cancel: when, and what was still running then
+        manifest["cancelled"] = payload["cancelled"]
     written: JsonDict = {"totals": totals, "gaps": gaps}
+    request = payload.get("request")
+    if scope is not None or (isinstance(request, dict) and request.get("settle")):
+        # What a settle pass reads again, and what a follower keeps track of: the provisional windows as written.
+        written["provisionalWindows"] = [s.chunk.to_json() for s in flagged]
     if payload.get("parentCollectionId"):  # a retry link: the proof over its chain's whole range too
         from activities.chain_manifest import chain_section  # it builds on this module's functions
 

@@ -52,8 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def app_environment(app_dir: Path) -> dict[str, str]:
-    """The environment plus ``local.settings.json`` ``Values`` it does not already set."""
+    """The environment plus ``local.settings.json`` ``Values`` it does not already set. A run from a checkout is local
+    (``FUNCTIONS_CORETOOLS_ENVIRONMENT``, as under ``func start``): its default output folder is this machine's."""
     env = dict(os.environ)
+    env.setdefault("FUNCTIONS_CORETOOLS_ENVIRONMENT", "true")
     apply_local_settings(app_dir, env)
     return env
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from types import FrameType
 
+from durable_local.clock import OffsetFileClock
 from durable_local.host import AppLoadError, HostConfigError, LocalHost
 from durable_local.host.invoke import ReplayLogFilter
 
@@ -45,6 +46,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds a dequeued message stays hidden (default 300, as in Azure); bounds recovery after a crash",
     )
     serve.add_argument("--drain-timeout", type=float, default=30.0, help="seconds to let running work finish")
+    serve.add_argument(
+        "--clock-file",
+        default=None,
+        help="tests only: run on the wall clock plus the offset in seconds this file holds (OffsetFileClock), so a "
+        "test can move the host's time (durable timers, timestamps) together with other processes reading the file",
+    )
     return parser
 
 
@@ -82,6 +89,7 @@ def serve(args: argparse.Namespace) -> int:
         hub_name=args.hub,
         settings_overrides=overrides,
         drain_timeout=args.drain_timeout,
+        clock=OffsetFileClock(args.clock_file) if args.clock_file else None,
     )
     stop = threading.Event()
 
@@ -110,6 +118,7 @@ def print_banner(host: LocalHost) -> None:
     for function in host.app.http:
         methods = ",".join(function.methods)
         lines.append(f"        {function.name}: [{methods}] {host.base_url}{prefix}/{function.route.template}")
+    lines += [f"        {timer.name}: timerTrigger ({timer.schedule})" for timer in host.app.timers]
     lines += [f"        {name}: orchestrationTrigger" for name in host.app.orchestrators]
     lines += [f"        {name}: activityTrigger" for name in host.app.activities]
     lines += [f"        {name}: entityTrigger" for name in host.app.entities]

@@ -9,12 +9,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from durable_local.entities.ids import is_entity_instance
 from durable_local.entities.messages import request_id_of
-from durable_local.history import event_type
+from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, HistoryEvent
 from durable_local.ports import QueueMessage
 
@@ -147,25 +147,44 @@ class OrchestrationSession:
         return not self.history or _started_execution_id(self.history) is None
 
     def is_out_of_order(self, message: QueueMessage) -> bool:
-        """DTFx ``IsOutOfOrderMessage``: a response whose scheduling event is not in the loaded history."""
-        entity_response = _is_entity_response(message, self.instance_id)
-        if entity_response and self.is_nonexistent_instance and message.dequeue_count > 5:
+        """DTFx ``OrchestrationSession.IsOutOfOrderMessage`` in its order (Azure/durabletask,
+        ``src/DurableTask.AzureStorage/Messaging/OrchestrationSession.cs``, the version of the seed's era: from
+        #331, 2019, until #1303, 2026-03; ``docs/durable-protocol.md``, "Out-of-order messages"):
+
+        1. only a response can be out of order: TaskCompleted/TaskFailed, SubOrchestrationInstanceCompleted/Failed,
+           TimerFired, and an EventRaised an entity sent to an orchestration (the answer to a call);
+        2. an instance without history (no rows, or no ExecutionStarted) gets the benefit of the doubt for five
+           dequeues; from the sixth the message is a zombie (purged, or an older generation): not out of order,
+           the executable-instance check discards it;
+        3. a message whose event is older than the last checkpoint (``LastCheckpointTime``, the sentinel's
+           completion time read with the history) is not out of order: a checkpoint writes history only after it
+           sent its messages, so whatever that message answers was already committed, or belongs to an execution
+           that no longer exists (a timer left behind by continue-as-new);
+        4. a response whose scheduled id (TaskScheduledId, TimerId) is an EventId in history is in order; an
+           entity's answer is in order when an EventSent with its request id is in history;
+        5. anything else is out of order: the dispatcher abandons it (it comes back after the abandon back-off).
+        """
+        body = message.body
+        if event_type(body.event) not in _RESPONSE_ID_KEYS and not _is_entity_response(message, self.instance_id):
             return False
-        if entity_response:
-            # The response names the request id, which is in the input of the EventSent that sent it.
-            request_id = str(message.body.event.get("Name") or "")
-            return not any(
-                event_type(e) is EventType.EVENT_SENT and request_id_of(e.get("Input")) == request_id
-                for e in self.history
-            )
         if self.is_nonexistent_instance and message.dequeue_count > 5:
-            # After five tries the history most likely no longer exists (purged, or replaced by a newer
-            # execution): a zombie. Let the executable-instance check discard it.
             return False
-        scheduled_id = task_event_id(message.body.event)
-        if scheduled_id < 0:
+        if self.last_checkpoint_time is not None and self.last_checkpoint_time > _timestamp(body.event):
             return False
-        return not any(int(e.get("EventId", -1)) == scheduled_id for e in self.history)
+        key = _RESPONSE_ID_KEYS.get(event_type(body.event))
+        if key is not None and body.event.get(key) is not None:
+            scheduled_id = int(body.event[key])
+            if any(int(e.get("EventId", -1)) == scheduled_id for e in self.history):
+                return False
+        if event_type(body.event) is EventType.EVENT_RAISED:
+            # The answer is named by the request id, which is in the input of the EventSent that made the call.
+            request_id = body.event.get("Name")
+            if request_id is not None and any(
+                event_type(e) is EventType.EVENT_SENT and request_id_of(e.get("Input")) == str(request_id)
+                for e in self.history
+            ):
+                return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +194,12 @@ class SessionStats:
     pending_instances: int
     pending_messages: int
     active_sessions: int
+
+
+def _timestamp(event: HistoryEvent) -> datetime:
+    """The event's creation time (DTFx ``HistoryEvent.Timestamp``); the earliest moment if it has none."""
+    text = event.get("Timestamp")
+    return parse_timestamp(str(text)) if text else datetime.min.replace(tzinfo=UTC)
 
 
 def _is_entity_response(message: QueueMessage, receiver: str) -> bool:

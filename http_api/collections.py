@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
-from datetime import UTC, datetime
+from urllib.parse import urlsplit
 
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api import retry_chain, service, view
+from http_api import cancel, retry_chain, service, view
+from http_api.common import json_answer
+from http_api.tenants import resolver_for
 from shared import names
+from shared.clock import utc_now
 from shared.errors import ConfigError
 from shared.settings import Settings
-from shared.sinks import build_sink
+from shared.sinks import ChunkSink, build_sink
 
 bp = df.Blueprint()
 
@@ -32,15 +34,17 @@ def _respond(
 ) -> func.HttpResponse:
     body = dict(result.body)
     if result.instance_id is not None:
-        links = client.get_client_response_links(req, result.instance_id)
-        base = req.url.split("/api/", 1)[0]
-        body = {**links, **body, "summaryUri": f"{base}/api/collections/{result.instance_id}"}
-    return func.HttpResponse(json.dumps(body), status_code=result.status, mimetype="application/json")
+        # Not from req: its URL carries whatever Host header the caller sent, and the SDK would copy that origin into
+        # every management URL (with the system key). The binding's URLs come from the host's configured name
+        # (WEBSITE_HOSTNAME on Azure; the local host's own base), and summaryUri takes the same origin.
+        links = client.get_client_response_links(None, result.instance_id)
+        parts = urlsplit(links["statusQueryGetUri"])
+        body = {**links, **body, "summaryUri": f"{parts.scheme}://{parts.netloc}/api/collections/{result.instance_id}"}
+    return json_answer(result.status, body)
 
 
 def _config_error(exc: ConfigError) -> func.HttpResponse:
-    body = {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}}
-    return func.HttpResponse(json.dumps(body), status_code=500, mimetype="application/json")
+    return json_answer(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
 
 
 @bp.route(route="collections", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
@@ -55,7 +59,9 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
     except ConfigError as exc:
         return _config_error(exc)
     try:  # the collection's budget token needs COLLECTOR_BUDGET_SECRET on Azure
-        result = await service.start_collection(client, req.get_body(), settings, datetime.now(UTC), _new_id, sink=sink)
+        result = await service.start_collection(
+            client, req.get_body(), settings, utc_now(settings), _new_id, sink=sink, resolve=resolver_for(settings)
+        )
     except ConfigError as exc:
         return _config_error(exc)
     return _respond(req, client, result)
@@ -72,7 +78,33 @@ async def collections_summary(req: func.HttpRequest, client: df.DurableOrchestra
         return _respond(
             req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
         )
-    return _respond(req, client, await service.collection_summary(client, collection_id))
+    return _respond(req, client, await service.collection_summary(client, collection_id, _sink_or_none))
+
+
+def _sink_or_none() -> ChunkSink | None:
+    try:
+        return build_sink(_settings())
+    except ConfigError:
+        return None
+
+
+@bp.route(route="collections/{id}/cancel", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
+@bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
+async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    collection_id = req.route_params.get("id", "")
+    if not names.is_safe_id(collection_id):
+        return _respond(
+            req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
+        )
+    try:
+        settings = _settings()
+        sink = build_sink(settings)
+    except ConfigError as exc:
+        return _config_error(exc)
+    result = await cancel.cancel_collection(
+        client, collection_id, lambda: utc_now(settings), sink, budget_token=settings.budget_token
+    )
+    return _respond(req, client, result)
 
 
 @bp.route(route="collections/{id}/retry-failed", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
@@ -90,12 +122,7 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         return _config_error(exc)
     try:
         result = await retry_chain.retry_failed(
-            client,
-            collection_id,
-            datetime.now(UTC),
-            sink,
-            retention_days=settings.retention_days,
-            budget_token=settings.budget_token,
+            client, collection_id, utc_now(settings), sink, settings=settings, resolve=resolver_for(settings)
         )
     except ConfigError as exc:
         return _config_error(exc)

@@ -7,10 +7,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+import azure.functions as func
+
 from shared.models import JsonDict, iso
 from shared.window import CollectionSpec
 
 ACTIVE = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
+CANCEL_REASON = "cancelled through POST /api/collections/{id}/cancel at {at}"
+"""The termination reason ``cancel`` gives; a terminated instance's output is its reason (DTFx)."""
+_CANCEL_MARK = CANCEL_REASON.split("{", 1)[0]
 
 
 class DurableClient(Protocol):
@@ -21,6 +26,14 @@ class DurableClient(Protocol):
     async def get_status(self, instance_id: str, show_history: bool = ..., show_history_output: bool = ...,
                          show_input: bool = ...) -> Any: ...  # fmt: skip
 
+    async def signal_entity(self, entity_id: Any, operation_name: str, operation_input: Any = ..., /) -> None: ...
+
+    async def read_entity_state(self, entity_id: Any, /) -> Any:
+        """An ``EntityStateResponse``: ``entity_exists`` and ``entity_state``."""
+        ...
+
+    async def terminate(self, instance_id: str, reason: str, /) -> None: ...
+
 
 @dataclass(frozen=True, slots=True)
 class ApiResponse:
@@ -28,6 +41,15 @@ class ApiResponse:
     body: JsonDict
     instance_id: str | None = None
     """Set when the body should be merged into the Durable check-status payload for this instance."""
+
+
+JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
+"""Headers of every JSON answer: browsers must not sniff a JSON body (which may echo request text) as HTML."""
+
+
+def json_answer(status: int, body: object) -> func.HttpResponse:
+    """A JSON answer of the API (``application/json``, ``nosniff``)."""
+    return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json", headers=JSON_HEADERS)
 
 
 def error(status: int, field: str, rule: str, message: str) -> ApiResponse:
@@ -50,9 +72,22 @@ def json_field(value: Any) -> Any:
     return value
 
 
-def orchestration_input(spec: CollectionSpec, request: JsonDict, now: datetime, budget_token: str = "") -> JsonDict:
-    """``budget_token``: the collection's token for its tenant budget operations (``Settings.budget_token``)."""
+def orchestration_input(
+    spec: CollectionSpec, request: JsonDict, now: datetime, plan: JsonDict | None = None, budget_token: str = ""
+) -> JsonDict:
+    """The collection's orchestration input; ``plan`` (``shared.plan_report``) is kept for its summary;
+    ``budget_token``: the collection's token for its tenant budget operations (``Settings.budget_token``)."""
     payload: JsonDict = {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
+    if plan is not None:
+        payload["plan"] = plan
     if budget_token:
         payload["budgetToken"] = budget_token
     return payload
+
+
+def cancelled_reason(status: Any) -> str | None:
+    """The reason of a collection ended by ``POST .../cancel`` (terminated with ``CANCEL_REASON``), else None."""
+    if runtime_status(status) != "Terminated":
+        return None
+    output = json_field(getattr(status, "output", None))
+    return output if isinstance(output, str) and output.startswith(_CANCEL_MARK) else None

@@ -1,14 +1,22 @@
 """``GET /api/doctor?tenantId=...[&source=graph|exchange|all][&timeoutSeconds=N]`` (function auth): the read-only
 preflight (``shared.doctor``) answered as JSON, one result per probe.
 
-The trigger is synchronous (the worker runs it on a thread) and time-bounded: by default 200 s, under the 230 s an
-Azure front end waits for an HTTP answer. A bad parameter is a 400 naming it; nothing is probed then.
+The trigger is time-bounded: by default 200 s, under the 230 s an Azure front end waits for an HTTP answer. A bad
+parameter is a 400 naming it; nothing is probed then.
+
+The doctor's Graph query and Exchange searches count against the tenant's limits like a collection's, so it takes a
+slot of the tenant budget of each source it probes (the budget of the tenant's GUID, as collections do: a domain is
+resolved first) and holds it, renewed, while it runs. When every slot is held it waits in the budget's queue, first
+in first out with the collections' lanes, for at most half its time, and its answer says how long it waited
+(``budget``); if no slot came it answers 503 and probes nothing. The slot is asked for the way a lane asks, through
+signals and the entity's state (``http_api.budget_slots``).
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +24,13 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
+from http_api.budget_slots import BudgetToken, Slot, no_token, run_holding
+from http_api.common import ApiResponse, DurableClient, json_answer
+from http_api.tenants import guid_or_error, resolver_for
+from shared.budget_wire import collection_of
 from shared.doctor import SOURCES, run_doctor
+from shared.errors import ConfigError
+from shared.settings import Settings
 from shared.validation import InvalidRequest, validate_tenant_id
 
 bp = df.Blueprint()
@@ -36,8 +50,16 @@ def _error(field: str, rule: str, message: str) -> DoctorResponse:
     return DoctorResponse(400, {"error": {"field": field, "rule": rule, "message": message}})
 
 
-def doctor_response(params: Mapping[str, str], env: Mapping[str, str]) -> DoctorResponse:
-    """Validate the query parameters, run the doctor, answer its report (200 even when probes failed: it ran)."""
+async def doctor_response(
+    params: Mapping[str, str],
+    env: Mapping[str, str],
+    client: DurableClient | None = None,
+    *,
+    budget_token: BudgetToken = no_token,
+) -> DoctorResponse:
+    """Validate the query parameters, take budget slots, run the doctor, answer its report (200 even when probes
+    failed: it ran). Without a client (or a budget), the doctor runs without slots. ``budget_token`` gives the token
+    the budget entity expects with the operations of the doctor's holder."""
     try:
         tenant = validate_tenant_id(params.get("tenantId"))
     except InvalidRequest as exc:
@@ -58,11 +80,65 @@ def doctor_response(params: Mapping[str, str], env: Mapping[str, str]) -> Doctor
                 "range",
                 f"timeoutSeconds must be between {MIN_TIMEOUT_SECONDS:g} and {MAX_TIMEOUT_SECONDS:g}",
             )
-    report = run_doctor(env, tenant, source, budget_seconds=timeout)
-    return DoctorResponse(200, report.to_json())
+    began = time.monotonic()
+    slots = await _slots(client, env, tenant, source, budget_token)
+    if isinstance(slots, DoctorResponse):
+        return slots
+    try:
+        for slot in slots:
+            if not await slot.acquire(timeout / 2 - (time.monotonic() - began)):
+                busy = {
+                    "error": {
+                        "field": "tenantId",
+                        "rule": "budget_busy",
+                        "message": f"every {slot.source} slot of the tenant budget stayed held for "
+                        f"{slot.waited:.0f} s (collections running); nothing was probed, try again later",
+                    },
+                    "budget": {s.source: s.report() for s in slots},
+                }
+                return DoctorResponse(503, busy)
+        left = timeout - (time.monotonic() - began)
+        report = await run_holding(slots, lambda: run_doctor(env, tenant, source, budget_seconds=left))
+    finally:
+        for slot in slots:
+            if slot.granted:
+                await slot.release()
+    return DoctorResponse(200, {**report.to_json(), "budget": {s.source: s.report() for s in slots}})
+
+
+async def _slots(
+    client: DurableClient | None, env: Mapping[str, str], tenant: str, source: str, budget_token: BudgetToken
+) -> list[Slot] | DoctorResponse:
+    """A slot for each probed source whose budget is on, keyed by the tenant's GUID; none when the settings or the
+    look-up fail (the doctor then reports that, and signs in to nothing)."""
+    if client is None:
+        return []
+    try:
+        settings = Settings.from_env(env)
+    except ConfigError:
+        return []
+    probed = [s for s in ("graph", "exchange") if source in (s, "all") and settings.budget(s).enabled]
+    if not probed:
+        return []
+    guid = await guid_or_error(resolver_for(settings), tenant)
+    if isinstance(guid, ApiResponse):
+        if guid.status == 400:
+            return DoctorResponse(400, guid.body)
+        return []  # the authority cannot be asked: the doctor's sign-in probes say so, and nothing reaches the APIs
+    slots = [Slot(client, guid, s, settings.budget(s)) for s in probed]
+    try:
+        for slot in slots:
+            slot.token = budget_token(collection_of(slot.holder), slot.source)
+    except ConfigError:  # no COLLECTOR_BUDGET_SECRET on Azure: the budget refuses every operation, take no slot
+        return []
+    return slots
 
 
 @bp.route(route="doctor", methods=["GET"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
-def doctor(req: func.HttpRequest) -> func.HttpResponse:
-    result = doctor_response(req.params, os.environ)
-    return func.HttpResponse(json.dumps(result.body), status_code=result.status, mimetype="application/json")
+@bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
+async def doctor(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
+    budget_token: BudgetToken = no_token
+    with contextlib.suppress(ConfigError):  # bad settings: the doctor's settings probe names them
+        budget_token = Settings.from_env(os.environ).budget_token
+    result = await doctor_response(req.params, os.environ, client, budget_token=budget_token)
+    return json_answer(result.status, result.body)

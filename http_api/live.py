@@ -8,28 +8,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from http_api.common import json_field
+from http_api.common import cancelled_reason, json_field
 from shared import grid_cells, names
+from shared.fixes import with_fix
 from shared.models import JsonDict, iso, parse_iso
 from shared.window import CollectionSpec
-
-# What to do about each kind of failure (the README's troubleshooting table, per failure kind).
-FIXES = {
-    "authentication": "Check AUDIT_CLIENT_ID, AUDIT_CLIENT_SECRET or the certificate settings and the tenant (the "
-    "message names the setting), then retry the failed chunks.",
-    "permission": "Grant the app AuditLogsQuery.Read.All (Graph) or Exchange.ManageAsApp and an audit role "
-    "(Exchange) with admin consent, then retry the failed chunks.",
-    "config": "A setting is missing or invalid (the message names it); fix it, then retry the failed chunks.",
-    "transient": "The audit service kept throttling or failing: lower maxConcurrency or retry the failed chunks later.",
-    "query_failed": "The audit service ended the query: retry the failed chunks.",
-    "poll_timeout": "The audit query did not finish in time: retry the failed chunks later.",
-    "needs_split": "The smallest window is still over the source's cap: narrow the filters or lower "
-    "COLLECTOR_MIN_SPLIT_SECONDS.",
-    "sink": "Writing the output failed: check the OUTPUT_STORAGE_* settings and the storage account's access, then "
-    "retry the failed chunks.",
-    "activity_crashed": "A worker failed unexpectedly: see the function logs, then retry the failed chunks.",
-    "permanent": "The audit service refused the request (see the reason): fix its cause, then retry the failed chunks.",
-}
 
 _LIST_SPANS: tuple[timedelta | None, ...] = (
     timedelta(days=1),
@@ -53,11 +36,6 @@ class ListingClient(Protocol):
     ) -> list[Any]: ...  # fmt: skip
 
     async def get_status_all(self) -> list[Any]: ...
-
-
-def with_fix(failure: JsonDict) -> JsonDict:
-    fix = failure.get("fix") or FIXES.get(str(failure.get("kind")))
-    return {**failure, "fix": fix} if fix else failure
 
 
 def spec_of(payload: Any) -> CollectionSpec | None:
@@ -151,7 +129,7 @@ def collection_row(status: Any) -> JsonDict:
     return {
         "collectionId": getattr(status, "instance_id", None),
         "runtimeStatus": runtime_text,
-        "status": output.get("status") or runtime_text,
+        "status": output.get("status") or ("Cancelled" if cancelled_reason(status) else runtime_text),
         "percent": source.get("percent"),
         "records": source.get("records"),
         "failed": source.get("failed"),
@@ -203,4 +181,9 @@ def _created(status: Any) -> datetime:
 
 
 def _is_collection(status: Any) -> bool:
-    return getattr(status, "name", None) in (names.ORCHESTRATOR_COLLECT, None)
+    """A collection started through the API; a follower's passes are listed under their follower instead."""
+    if getattr(status, "name", None) not in (names.ORCHESTRATOR_COLLECT, None):
+        return False
+    payload = json_field(getattr(status, "input_", None))
+    request = payload.get("request") if isinstance(payload, dict) else None
+    return not (isinstance(request, dict) and request.get("follow"))

@@ -11,7 +11,6 @@ finish after the retry was planned; its window then lies inside the retry's wind
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,17 +18,17 @@ from typing import Any
 from activities.chain_manifest import union_windows
 from activities.manifest import coverage_gaps
 from http_api import reuse
+from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
+from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.models import Chunk, JsonDict
+from shared.plan_report import plan_report
+from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.window import CollectionSpec
 
 logger = logging.getLogger(__name__)
-
-
-def _no_token(collection_id: str, source: str) -> str:
-    return ""
 
 
 async def retry_failed(
@@ -38,19 +37,24 @@ async def retry_failed(
     now: datetime,
     sink: ChunkSink,
     *,
-    retention_days: int,
-    budget_token: Callable[[str, str], str] = _no_token,
+    settings: Settings,
+    resolve: TenantResolver,
 ) -> ApiResponse:
     """Retry what is still failed in the retry chain of a finished collection; idempotent.
 
     A call naming any finished link follows the chain to its newest link: while that one runs, the answer is 200
     with it (nothing started); once it has finished, the next link is started over what the newest link still
-    failed. Concurrent calls all name the same next id, and the Durable start refuses all but one (host.json
-    ``overridableExistingInstanceStates: NonRunningStates``): the losers answer 200 with the winner. One window
-    remains: a retry that *finishes* between another call's check of its id and that call's start would be started
-    again (same windows, same object names, so the output stays exact; only the audit API work repeats). A retry
-    keeps its parent's options, with a budget token of its own (``budget_token(id, source)``, the settings'). The
+    failed. Concurrent calls all name the same next id, and exactly one of them starts it: the chain's entity hands
+    each link out once (``http_api.chain_claim``); the others answer 200 with the link the winner started. The Durable
+    start alone could not decide it (DTFx writes the Instances row after the start message, so two starts checking
+    in between are both accepted), nor refuse a link that has already *finished* when a call with an older view of
+    the chain starts it again; a claim is never handed out twice. A retry keeps its parent's options (with a budget
+    token of its own) and tenant GUID (a parent started before GUIDs were carried has its tenant resolved now). The
     next link's output prefix must be empty (it has no instance yet).
+
+    Windows older than ``COLLECTOR_MAX_LOOKBACK_DAYS`` are left out as expired, exactly what a start refuses; younger
+    ones are retried even past the guaranteed retention (flagged possibly partial in the retry's manifest, as they
+    were in the root's), so a collection an E5 tenant could start can also be retried.
     """
     status = await client.get_status(collection_id, False, False, True)
     runtime = runtime_status(status)
@@ -61,7 +65,7 @@ async def retry_failed(
     payload = json_field(getattr(status, "input_", None))
     if not isinstance(payload, dict) or "spec" not in payload:
         return error(409, "id", "no_output", f"collection {collection_id} ended without a result ({runtime})")
-    root, generation = _lineage(collection_id, payload)
+    root, generation = lineage(collection_id, payload)
     tip = _Link(collection_id, runtime, payload, json_field(getattr(status, "output", None)))
     while True:  # follow the chain to its newest link
         next_id = names.retry_collection_id(root, generation + 1)
@@ -86,14 +90,18 @@ async def retry_failed(
         if not isinstance(tip.output, dict):
             detail = f" ({tip.id} ended {tip.runtime}, but every window of it has a chunk summary)"
         return error(400, "id", "none_failed", f"collection {collection_id} has no failed chunks{detail}")
-    chunks, expired = split_at_retention(chunks, now - timedelta(days=retention_days))
+    lookback = settings.max_lookback_days
+    chunks, expired = split_at_retention(chunks, now - timedelta(days=lookback))
     if not chunks:
         windows = ", ".join(c.label() for c in expired)
         return error(
             400, "id", "retention",
-            f"nothing left to retry: {windows} ended before the audit log's retention ({retention_days} days, "
-            "COLLECTOR_RETENTION_DAYS); the service no longer holds those records",
+            f"nothing left to retry: {windows} ended more than {lookback} days ago (COLLECTOR_MAX_LOOKBACK_DAYS); "
+            "no tenant keeps audit records that long",
         )  # fmt: skip
+    guid = parent.tenant_guid or await guid_or_error(resolve, parent.tenant_id)
+    if isinstance(guid, ApiResponse):
+        return guid
     retry_id = names.retry_collection_id(root, generation + 1)
     leftover = reuse.output_exists(sink, parent.tenant_id, retry_id, hint="delete that output first")
     # A concurrent call may have started this retry since our look-up, and its lanes written already: its instance
@@ -105,6 +113,12 @@ async def retry_failed(
         return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
     if leftover is not None:
         return leftover
+    claimed = await claim_link(client, root, generation + 1, retry_id)
+    if not claimed.won:
+        link_payload = json_field(getattr(claimed.link, "input_", None))
+        if isinstance(link_payload, dict):
+            return _existing_retry(_Link(retry_id, runtime_status(claimed.link) or "", link_payload, None))
+        return error(409, "id", "retry_starting", f"another call is starting {retry_id}; call again in a few seconds")
     spec = CollectionSpec(
         collection_id=retry_id,
         tenant_id=parent.tenant_id,
@@ -113,6 +127,7 @@ async def retry_failed(
         options=parent.options,
         explicit=tuple(chunks),
         parent_collection_id=tip.id,
+        tenant_guid=guid,
     )
     tip_request = tip.payload.get("request") or {}
     expired_json = [c.span_json() for c in expired]
@@ -127,9 +142,12 @@ async def retry_failed(
         # windows every link left out as expired. A link started before these were carried passes none on.
         **_chain_facts(parent, tip_request, expired_json),
     }
-    token = budget_token(retry_id, spec.source)
+    plan = plan_report(source=spec.source, chunks=len(chunks), settings=settings, now=now, ranges=list(chunks))
+    token = settings.budget_token(retry_id, spec.source)
     try:
-        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, token))
+        await client.start_new(
+            names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan, budget_token=token)
+        )
     except Exception:
         # A concurrent call started this retry between our look-up and our start: answer with it.
         raced = await client.get_status(retry_id, False, False, True)
@@ -144,6 +162,7 @@ async def retry_failed(
         "chunks": len(chunks),
         "existing": False,
         "expired": expired_json,
+        "plan": plan,
     }
     return ApiResponse(202, body, retry_id)
 
@@ -187,7 +206,7 @@ class _Link:
     output: Any
 
 
-def _lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
+def lineage(collection_id: str, payload: JsonDict) -> tuple[str, int]:
     """(root id, generation) of a collection: a retry carries both in its request; any other collection is a root."""
     request = payload.get("request") or {}
     root, generation = request.get("retryRoot"), request.get("retryGeneration")

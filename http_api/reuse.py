@@ -27,6 +27,7 @@ _FILTERS = {
     "ip_addresses": "ipAddresses",
     "object_ids": "objectIds",
     "keyword": "keyword",
+    "service": "service",
 }
 """Filter keys of the stored request -> their names in the request body."""
 
@@ -39,8 +40,9 @@ def _normalised(request: JsonDict) -> dict[str, Any]:
     filters = request.get("filters") or {}
     for key, name in _FILTERS.items():
         value = filters.get(key)
-        flat[f"filters.{name}"] = value if key == "keyword" else sorted(set(value or ()))
+        flat[f"filters.{name}"] = value if key in ("keyword", "service") else sorted(set(value or ()))
     flat["highCompleteness"] = bool(request.get("highCompleteness", False))
+    flat["settle"] = bool(request.get("settle", False))
     return flat
 
 

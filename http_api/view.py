@@ -22,15 +22,20 @@ import base64
 import functools
 import hashlib
 import json
+import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import live
+from http_api.common import json_answer
 from shared import names
+from shared.clock import utc_now
+from shared.errors import ConfigError
+from shared.log_fields import KQL
+from shared.settings import Settings
 
 bp = df.Blueprint()
 
@@ -57,6 +62,7 @@ def page(name: str) -> Page:
     script = (
         (STATIC / "common.js").read_text(encoding="utf-8") + "\n" + (STATIC / f"{name}.js").read_text(encoding="utf-8")
     )
+    script = script.replace("/*KQL*/null", json.dumps(KQL), 1)  # the operator's queries (docs/operations.md)
     body = html.replace("/*STYLE*/", style, 1).replace("/*SCRIPT*/", script, 1)
     policy = (
         f"default-src 'none'; script-src {_hash(script)}; style-src {_hash(style)}; connect-src 'self'; "
@@ -77,7 +83,7 @@ def _html(name: str) -> func.HttpResponse:
 
 
 def _json(status: int, body: object) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json")
+    return json_answer(status, body)
 
 
 def list_page() -> func.HttpResponse:
@@ -112,4 +118,8 @@ async def collections_list(req: func.HttpRequest, client: df.DurableOrchestratio
     top = parse_top(req.params.get("top"))
     if isinstance(top, str):
         return _json(400, {"error": {"field": "top", "rule": "range", "message": top}})
-    return _json(200, await live.recent_collections(client, datetime.now(UTC), top))
+    try:
+        now = utc_now(Settings.from_env(os.environ))
+    except ConfigError as exc:
+        return _json(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
+    return _json(200, await live.recent_collections(client, now, top))

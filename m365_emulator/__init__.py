@@ -19,6 +19,7 @@ from m365_emulator.config import (
     TenantSpec,
 )
 from m365_emulator.emulator import Emulator, run_emulator
+from m365_emulator.ingestion import IngestionSettings
 from m365_emulator.state import Stats
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "ExchangeSettings",
     "FaultConfig",
     "GraphSettings",
+    "IngestionSettings",
     "Stats",
     "TenantSpec",
     "run_emulator",

@@ -1,4 +1,4 @@
-"""``python -m m365_emulator serve [--port N] [--config FILE.json] [--records-per-hour R] [--seed S]``.
+"""``python -m m365_emulator serve [--port N] [--config FILE.json] [--records-per-hour R] [--seed S] [--clock-file F]``.
 
 Starts the emulator in the foreground, prints its URLs, the CA bundle and a demo app registration (a fresh secret
 each start), and serves until interrupted.
@@ -30,6 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", type=Path, help="JSON file shaped like EmulatorConfig (see README)")
     serve.add_argument("--records-per-hour", type=float, default=200.0, help="demo tenant volume")
     serve.add_argument("--seed", type=int, default=1, help="demo tenant seed")
+    serve.add_argument(
+        "--clock-file",
+        type=Path,
+        default=None,
+        help="tests: the emulator's now is the wall clock plus the offset in seconds this file holds (the file the "
+        "local host reads with --clock-file), so moving it makes late records searchable",
+    )
     return parser
 
 
@@ -46,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         )
     demo_secret = secrets.token_urlsafe(24)
     config.apps.append(AppRegistration(config.tenants[0].tenant_id, DEMO_CLIENT, client_secret=demo_secret))
-    emulator = Emulator(config).start()
+    clock = None
+    if args.clock_file is not None:
+        from durable_local.clock import OffsetFileClock  # the same file format as the local host's
+
+        clock = OffsetFileClock(args.clock_file).now
+    emulator = Emulator(config, clock).start()
     tenant = config.tenants[0].tenant_id
     lines = [
         f"base_url          {emulator.base_url}",

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from m365_emulator.ingestion import IngestionSettings
+
 GRAPH_SCOPE_RESOURCE = "https://graph.microsoft.com"
 EXCHANGE_SCOPE_RESOURCE = "https://outlook.office365.com"
 GRAPH_FULL_PERMISSION = "AuditLogsQuery.Read.All"
@@ -25,6 +27,16 @@ GRAPH_PERMISSIONS = frozenset(
         "AuditLogsQuery-Entra.Read.All",
     }
 )
+GRAPH_WORKLOAD_PERMISSIONS = {
+    "AuditLogsQuery-Exchange.Read.All": ("Exchange",),
+    "AuditLogsQuery-SharePoint.Read.All": ("SharePoint",),
+    "AuditLogsQuery-OneDrive.Read.All": ("OneDrive",),
+    "AuditLogsQuery-Entra.Read.All": ("AzureActiveDirectory",),
+    "AuditLogsQuery-Endpoint.Read.All": ("Endpoint",),
+    "AuditLogsQuery-CRM.Read.All": ("CRM",),
+}
+"""The services (record ``service`` values) each per-workload Graph audit permission reads; the docs classify the
+permissions "at a Microsoft 365 service level" (security-auditlogquery-list-records)."""
 EXCHANGE_PERMISSION = "Exchange.ManageAsApp"
 EXCHANGE_ROLE = "View-Only Audit Logs"
 
@@ -62,6 +74,10 @@ class TenantSpec:
     retention_start: datetime | None = None
     """No record exists before this moment (None = unbounded)."""
     user_count: int = 25
+    auditing_enabled: bool = True
+    """False: unified auditing is turned off in this tenant, and creating a Graph audit query answers 400
+    ``UnknownError`` whose message is a JSON string with ``"Status":"AuditingDisabledTenant"``. Exchange is not
+    affected (no evidence of what Search-UnifiedAuditLog answers then; see the README)."""
 
     def __post_init__(self) -> None:
         if not is_guid(self.tenant_id):
@@ -121,12 +137,23 @@ class GraphSettings:
     """Queries per page of the list (then an ``@odata.nextLink``); oldest first."""
     reject_unknown_properties: bool = True
     """A create body property the auditLogQuery type does not have (``serviceFilter``) is a 400 (default); False
-    ignores it, which is worse for a client: the filter silently does nothing."""
+    ignores it, which is worse for a client: the filter silently does nothing. ``serviceFilter`` is a known property
+    (production clients send it; the v1.0 create doc shows it): see ``service_filter``."""
+    service_filter: str = "singular"
+    """Which service filter property a create honours; both are accepted. "singular" (default: ``serviceFilter``, a
+    string, honoured and the ``serviceFilters`` collection ignored), "plural" (the reverse), "both" or "neither"."""
+    filter_leak_rate: float = 0.0
+    """Share of the records a query's filters exclude that its pages return anyway (a stable draw per record): a
+    service that does not apply its filters exactly. 0 by default: no evidence that the service does this."""
+    narrow_to_permissions: bool = True
+    """A token holding only per-workload ``AuditLogsQuery-<workload>.Read.All`` roles sees only the records of those
+    workloads, silently (the query succeeds with fewer records). False: every record, whatever the role."""
 
 
 PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
 ANCHOR_ERRORS = frozenset({"routing_hint", "stale"})
 ERROR_STYLES = frozenset({"cmdlet", "plain"})
+SERVICE_FILTER_MODES = frozenset({"singular", "plural", "both", "neither"})
 
 
 @dataclass
@@ -204,6 +231,8 @@ class EmulatorConfig:
     graph: GraphSettings = field(default_factory=GraphSettings)
     exchange: ExchangeSettings = field(default_factory=ExchangeSettings)
     faults: FaultConfig = field(default_factory=FaultConfig)
+    ingestion: IngestionSettings = field(default_factory=IngestionSettings)
+    """When records become searchable (late records); ``IngestionSettings.immediate()`` for at once."""
     token_lifetime_seconds: int = 3599
     host: str = "127.0.0.1"
     port: int = 0
@@ -240,6 +269,7 @@ class EmulatorConfig:
             graph=GraphSettings(**data.get("graph", {})),
             exchange=ExchangeSettings(**data.get("exchange", {})),
             faults=FaultConfig(**faults),
+            ingestion=IngestionSettings(**data.get("ingestion", {})),
             token_lifetime_seconds=int(data.get("token_lifetime_seconds", 3599)),
             host=str(data.get("host", "127.0.0.1")),
             port=int(data.get("port", 0)),

@@ -6,9 +6,10 @@ import logging
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from m365_emulator.auth import TokenService, aad_error
 from m365_emulator.config import AppRegistration, EmulatorConfig, FaultConfig, TenantSpec
 from m365_emulator.exchange_api import ExchangeApi
 from m365_emulator.graph_api import GraphApi
+from m365_emulator.ingestion import Visibility
 from m365_emulator.server import TlsServer
 from m365_emulator.state import FaultInjector, Stats
 from m365_emulator.stream import RecordFilter, epoch, iter_matching
@@ -26,10 +28,16 @@ logger = logging.getLogger(__name__)
 
 
 class Emulator:
-    """A running (after ``start()``) Microsoft 365 audit API emulator. Prefer ``run_emulator(config)``."""
+    """A running (after ``start()``) Microsoft 365 audit API emulator. Prefer ``run_emulator(config)``.
 
-    def __init__(self, config: EmulatorConfig) -> None:
+    ``clock`` is the emulator's "now" (the UTC wall clock by default): it decides which records exist and have been
+    ingested (late records, ``config.ingestion``). Tests move it, alone or together with the local host (a
+    ``durable_local.clock.OffsetFileClock``'s ``now``); it may be replaced at any time (``emu.clock = ...``).
+    """
+
+    def __init__(self, config: EmulatorConfig, clock: Callable[[], datetime] | None = None) -> None:
         self.config = config
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
         self._tenants: dict[str, TenantSpec] = {}
         self._aliases: dict[str, str] = {}
         for spec in config.tenants:
@@ -38,8 +46,10 @@ class Emulator:
         self._injector = FaultInjector(config.faults)
         self._tokens = TokenService(config.token_lifetime_seconds)
         self._apps: dict[tuple[str, str], AppRegistration] = {}
-        self.graph = GraphApi(self._tenants, config.graph, self._injector, self.stats)
-        self.exchange = ExchangeApi(self._tenants, config.exchange, self._injector, self.stats)
+        self.graph = GraphApi(self._tenants, config.graph, self._injector, self.stats, visibility=self._visibility)
+        self.exchange = ExchangeApi(
+            self._tenants, config.exchange, self._injector, self.stats, visibility=self._visibility
+        )
         for app in config.apps:
             self.register_app(app)
         self._server: TlsServer | None = None
@@ -90,6 +100,14 @@ class Emulator:
 
     # -- knobs ----------------------------------------------------------------------------------------------------
 
+    def now(self) -> datetime:
+        """The emulator's "now" (``clock``), UTC."""
+        return self.clock().astimezone(UTC)
+
+    def _visibility(self) -> Visibility:
+        """What a query or session created now can see: records created at least their ingestion delay ago."""
+        return self.config.ingestion.snapshot(self.now().timestamp())
+
     @property
     def faults(self) -> FaultConfig:
         return self._injector.config
@@ -135,8 +153,13 @@ class Emulator:
         administrative_unit_ids: Iterable[str] | None = None,
         keyword: str | None = None,
         services: Iterable[str] | None = None,
+        visible_at: datetime | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Every record with ``start <= createdDateTime < end`` that the filters select, in time order (Graph shape)."""
+        """Every record with ``start <= createdDateTime < end`` that the filters select, in time order (Graph shape).
+
+        ``visible_at``: only the records a query created at that moment would see (created and ingested by then);
+        None: every record of the window, late or not (what a query returns once every delay has passed).
+        """
         flt = RecordFilter.build(
             record_types=record_types,
             operations=operations,
@@ -147,6 +170,8 @@ class Emulator:
             keyword=keyword,
             services=services,
         )
+        if visible_at is not None:
+            flt = replace(flt, visibility=self.config.ingestion.snapshot(epoch(visible_at)))
         spec = self._tenants[tenant_id]
         for record, _ in iter_matching(spec, epoch(start), epoch(end), flt):
             yield record.graph_record()
@@ -155,12 +180,19 @@ class Emulator:
         """Ids of ``ground_truth_records`` (same keyword filters), in time order."""
         return [r["id"] for r in self.ground_truth_records(tenant_id, start, end, **filters)]
 
+    def ingestion_delays(self, tenant_id: str, start: datetime, end: datetime) -> dict[str, float]:
+        """Record id -> seconds from its creation until it is searchable (``config.ingestion``), in [start, end)."""
+        delays = self.config.ingestion
+        spec = self._tenants[tenant_id]
+        return {r.id: delays.delay_seconds(r) for r, _ in iter_matching(spec, epoch(start), epoch(end), RecordFilter())}
+
     # -- request entry points (called by the server) --------------------------------------------------------------
 
     def openid_configuration(self, request: Request, segment: str) -> Reply:
         tenant_id = self.resolve_tenant(segment)
         if tenant_id is None:
-            return _unknown_tenant(segment, request.base_url)
+            # The discovery endpoint names the error invalid_tenant (the token endpoint says invalid_request).
+            return _unknown_tenant(segment, request.base_url, error="invalid_tenant")
         root = f"{request.base_url}/{tenant_id}"
         body = {
             "token_endpoint": f"{root}/oauth2/v2.0/token",
@@ -226,7 +258,7 @@ class Emulator:
             return self._fault_reply(fault.status, fault.retry_after, fault.kind, key, request)
         if api == "exchange":
             return self.exchange.handle(request, tenant_id)
-        return self.graph.handle(request, tenant_id, parts)
+        return self.graph.handle(request, tenant_id, parts, claims.roles)
 
     def _fault_reply(
         self, status: int, retry_after: int | None, kind: str, key: tuple[str, str], request: Request
@@ -248,12 +280,12 @@ class Emulator:
         )
 
 
-def _unknown_tenant(segment: str, base_url: str) -> Reply:
+def _unknown_tenant(segment: str, base_url: str, *, error: str = "invalid_request") -> Reply:
     text = (
         f"Tenant '{segment}' not found. Check to make sure you have the correct tenant ID and are signing into the "
         "correct cloud."
     )
-    return aad_error(400, "invalid_request", 90002, text, base_url)
+    return aad_error(400, error, 90002, text, base_url)
 
 
 def _unauthorized(reason: str, request: Request) -> Reply:
@@ -265,9 +297,11 @@ def _unauthorized(reason: str, request: Request) -> Reply:
 
 
 @contextmanager
-def run_emulator(config: EmulatorConfig | None = None) -> Iterator[Emulator]:
+def run_emulator(
+    config: EmulatorConfig | None = None, *, clock: Callable[[], datetime] | None = None
+) -> Iterator[Emulator]:
     """Start an emulator on 127.0.0.1 (ephemeral port unless configured) and stop it on exit."""
-    emulator = Emulator(config or EmulatorConfig()).start()
+    emulator = Emulator(config or EmulatorConfig(), clock).start()
     try:
         yield emulator
     finally:

@@ -16,13 +16,14 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from m365_emulator.config import EXCHANGE_PERMISSION, EXCHANGE_ROLE, ExchangeSettings, TenantSpec
 from m365_emulator.exchange_paging import PageToken, anchor_problem, body_hash, page_size, role_denied
+from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import RecordFilter, count_matching, iter_matching
 from m365_emulator.synth import Cursor, SynthRecord
@@ -115,9 +116,17 @@ def _window_key(request: Request) -> str:
 
 class ExchangeApi:
     def __init__(
-        self, tenants: Mapping[str, TenantSpec], settings: ExchangeSettings, faults: FaultInjector, stats: Stats
+        self,
+        tenants: Mapping[str, TenantSpec],
+        settings: ExchangeSettings,
+        faults: FaultInjector,
+        stats: Stats,
+        *,
+        visibility: Callable[[], Visibility] | None = None,
     ) -> None:
         self.tenants = tenants
+        self.visibility = visibility or (lambda: IngestionSettings.immediate().snapshot(time.time()))
+        """What a session started now can see (late records); fixed at the session's first call."""
         self.settings = settings
         self.faults = faults
         self.stats = stats
@@ -201,6 +210,7 @@ class ExchangeApi:
             start, end, flt, size = parse_parameters(params, self.settings.max_result_size)
         except BadParametersError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
+        flt = replace(flt, visibility=self.visibility())  # a session keeps the view of its first call
         if any(s < end and start < e for s, e in self.faults.config.fail_query_windows):
             return api_error(400, "BadRequest", self.faults.config.fail_query_message, request=request)
         if self.faults.config.slow_page_seconds > 0:
@@ -279,6 +289,8 @@ class ExchangeApi:
         with self._lock:
             session = self._sessions.get((tenant_id, token.session_id))
         runspace = session.runspace if session is not None else str(uuid.uuid4())
+        if session is not None:
+            flt = session.flt  # the rest of a block: what the session saw when it started
         draw = page_size(self.settings, self.faults.config.seed, _window_key(request), token.first_index)
         size = min(token.remaining, draw)
         rows: list[dict[str, Any]] = []

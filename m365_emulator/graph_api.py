@@ -9,11 +9,18 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
-from m365_emulator.config import GRAPH_FULL_PERMISSION, GRAPH_PERMISSIONS, GraphSettings, TenantSpec
+from m365_emulator.config import (
+    GRAPH_FULL_PERMISSION,
+    GRAPH_PERMISSIONS,
+    GRAPH_WORKLOAD_PERMISSIONS,
+    GraphSettings,
+    TenantSpec,
+)
 from m365_emulator.graph_model import (
     ACTIVE,
     DISPLAY_FILTER,
@@ -27,11 +34,27 @@ from m365_emulator.graph_model import (
     jitter,
     parse_create_body,
 )
+from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import count_matching, iter_matching
 from m365_emulator.wire import Reply, Request, api_error, iso_z
 
 logger = logging.getLogger(__name__)
+
+
+def readable_workloads(roles: tuple[str, ...]) -> tuple[str, ...]:
+    """The services a token's roles may read; ``()`` means all (it holds ``AuditLogsQuery.Read.All``)."""
+    if GRAPH_FULL_PERMISSION in roles:
+        return ()
+    return tuple(service for role in roles for service in GRAPH_WORKLOAD_PERMISSIONS.get(role, ()))
+
+
+def auditing_disabled(tenant_id: str, request: Request) -> Reply:
+    """What a create answers when the tenant's unified auditing is off: a 400 ``UnknownError`` whose message is a
+    JSON string carrying ``"Status":"AuditingDisabledTenant"`` (the shape public clients recognise; its other fields
+    are not public, so these are placeholders)."""
+    inner = {"TenantId": tenant_id, "Status": "AuditingDisabledTenant", "Message": "Auditing is disabled."}
+    return api_error(400, "UnknownError", json.dumps(inner, separators=(",", ":")), request=request)
 
 
 class GraphApi:
@@ -42,12 +65,16 @@ class GraphApi:
         faults: FaultInjector,
         stats: Stats,
         clock: Callable[[], float] = time.monotonic,
+        *,
+        visibility: Callable[[], Visibility] | None = None,
     ) -> None:
         self.tenants = tenants
         self.settings = settings
         self.faults = faults
         self.stats = stats
         self.clock = clock
+        self.visibility = visibility or (lambda: IngestionSettings.immediate().snapshot(time.time()))
+        """What a query created now can see (late records); its ``as_of`` is the emulator's "now"."""
         self._lock = threading.Lock()
         self._queries: dict[str, GraphQuery] = {}
         self._page_reads: Counter[str] = Counter()
@@ -68,15 +95,16 @@ class GraphApi:
         )
         return api_error(403, "Authorization_RequestDenied", message, request=request)
 
-    def handle(self, request: Request, tenant_id: str, parts: list[str]) -> Reply:
-        """``parts`` is the path after ``/graph`` split on "/", e.g. ["beta", "security", "auditLog", "queries"]."""
+    def handle(self, request: Request, tenant_id: str, parts: list[str], roles: tuple[str, ...] = ()) -> Reply:
+        """``parts`` is the path after ``/graph`` split on "/", e.g. ["beta", "security", "auditLog", "queries"];
+        ``roles`` are the token's application roles (a per-workload one narrows what a query returns)."""
         if len(parts) < 4 or parts[0] not in VERSIONS or parts[1:4] != ["security", "auditLog", "queries"]:
             return api_error(
                 400, "BadRequest", f"Resource not found for the segment '{'/'.join(parts)}'.", request=request
             )
         version, rest, method = parts[0], parts[4:], request.method
         if not rest and method == "POST":
-            return self._create(request, tenant_id, version)
+            return self._create(request, tenant_id, version, roles)
         if not rest and method == "GET":
             return self._list(request, tenant_id, version)
         query = self._find(tenant_id, rest[0])
@@ -120,13 +148,22 @@ class GraphApi:
             return None
         return query
 
-    def _create(self, request: Request, tenant_id: str, version: str) -> Reply:
+    def _create(self, request: Request, tenant_id: str, version: str, roles: tuple[str, ...] = ()) -> Reply:
+        seen = self.visibility()  # the query returns what had been ingested when it was created
         try:
             body, start, end, flt = parse_create_body(
-                request.body, datetime.now(UTC), reject_unknown=self.settings.reject_unknown_properties
+                request.body,
+                datetime.fromtimestamp(seen.as_of, UTC),
+                reject_unknown=self.settings.reject_unknown_properties,
+                service_filter=self.settings.service_filter,
             )
         except BadBodyError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
+        if not self.tenants[tenant_id].auditing_enabled:
+            return auditing_disabled(tenant_id, request)
+        flt = replace(flt.leaking(self.settings.filter_leak_rate, self.faults.config.seed), visibility=seen)
+        if self.settings.narrow_to_permissions:
+            flt = flt.within(readable_workloads(roles))
         faults = self.faults.config
         outcome = "stuck" if faults.stuck_query else "failed" if faults.fail_query else "succeeded"
         if faults.cancel_query:
@@ -253,6 +290,7 @@ class GraphApi:
                 "filterEndDateTime": iso_z(query.end),
                 **{name: list(body.get(name) or []) for name in LIST_FIELDS},
                 "keywordFilter": body.get("keywordFilter") or "",
+                **({"serviceFilter": body["serviceFilter"]} if "serviceFilter" in body else {}),
                 "status": status,
                 "isRecordCountLimitExceeded": query.limit_exceeded if done else False,
                 "recordCountLimit": self.settings.record_count_limit,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from m365_emulator.config import TenantSpec
+from m365_emulator.config import SERVICE_FILTER_MODES, TenantSpec
 from m365_emulator.stream import RecordFilter
 from m365_emulator.synth import Cursor
 from m365_emulator.wire import parse_time
@@ -40,6 +40,9 @@ KNOWN_PROPERTIES = frozenset(
         "recordTypeFilters",
         "keywordFilter",
         "serviceFilters",
+        # The single-valued form the v1.0 create doc's example shows and production clients send
+        # (Microsoft-Extractor-Suite Get-UALGraph.ps1, microsoft/PAX): the service evidently accepts it.
+        "serviceFilter",
         "operationFilters",
         "userPrincipalNameFilters",
         "ipAddressFilters",
@@ -91,8 +94,12 @@ class GraphQuery:
 
 
 def parse_create_body(
-    raw: bytes, now: datetime, *, reject_unknown: bool = True
+    raw: bytes, now: datetime, *, reject_unknown: bool = True, service_filter: str = "singular"
 ) -> tuple[dict[str, Any], datetime, datetime, RecordFilter]:
+    """The body, its window and the filter the service applies; ``service_filter`` says which of ``serviceFilter``
+    and ``serviceFilters`` it honours (``GraphSettings.service_filter``)."""
+    if service_filter not in SERVICE_FILTER_MODES:
+        raise ValueError(f"service_filter must be one of {sorted(SERVICE_FILTER_MODES)}, not {service_filter!r}")
     try:
         body = json.loads(raw or b"{}")
     except json.JSONDecodeError as exc:
@@ -116,10 +123,14 @@ def parse_create_body(
         value = body.get(name)
         if value is not None and (not isinstance(value, list) or not all(isinstance(v, str) for v in value)):
             raise BadBodyError(f"Invalid request data: {name} must be a collection of strings.")
-    for name in ("keywordFilter", "displayName"):
+    for name in ("keywordFilter", "displayName", "serviceFilter"):
         if body.get(name) is not None and not isinstance(body[name], str):
             raise BadBodyError(f"Invalid request data: {name} must be a string.")
-    services = list(body.get("serviceFilters") or [])  # an unknown "serviceFilter" (when tolerated) does nothing
+    services: list[str] = []
+    if service_filter in ("plural", "both"):
+        services += body.get("serviceFilters") or []
+    if service_filter in ("singular", "both") and body.get("serviceFilter"):
+        services.append(body["serviceFilter"])
     flt = RecordFilter.build(
         record_types=body.get("recordTypeFilters"),
         operations=body.get("operationFilters"),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from m365_emulator.config import TenantSpec
+from m365_emulator.ingestion import Visibility
 from m365_emulator.synth import HOUR, Cursor, SynthRecord, hour_count, hour_records
 
 
@@ -27,6 +29,15 @@ class RecordFilter:
     administrative_unit_ids: frozenset[str] = frozenset()
     keyword: str = ""
     services: frozenset[str] = frozenset()
+    workloads: frozenset[str] = frozenset()
+    """Casefolded services the caller may read at all (a per-workload Graph permission); empty: every service.
+    Never leaked: it is what the service may show, not what was asked for."""
+    leak_rate: float = 0.0
+    """Share of the records the other filters exclude that are returned anyway (a stable draw per record id and
+    ``leak_seed``): a service that does not apply its filters exactly (``GraphSettings.filter_leak_rate``)."""
+    leak_seed: int = 0
+    visibility: Visibility | None = None
+    """Only records searchable at ``visibility.as_of`` (late records: ``m365_emulator.ingestion``); None: all."""
 
     @classmethod
     def build(
@@ -56,7 +67,29 @@ class RecordFilter:
     def empty(self) -> bool:
         return self == RecordFilter()
 
+    def leaking(self, rate: float, seed: int) -> RecordFilter:
+        """This filter on a service that also returns ``rate`` of what it excludes (no leak without a filter)."""
+        asked = replace(self, workloads=frozenset())
+        return self if rate <= 0 or asked.empty else replace(self, leak_rate=rate, leak_seed=seed)
+
+    def within(self, workloads: Iterable[str]) -> RecordFilter:
+        """This filter for a caller that may read only these services (casefolded; empty: all)."""
+        return replace(self, workloads=_folded(workloads))
+
     def matches(self, record: SynthRecord) -> bool:
+        if self.workloads and record.service.casefold() not in self.workloads:
+            return False
+        if self.visibility is not None and not self.visibility.visible(record):
+            return False  # not ingested yet: never returned, asked for or leaked
+        if self._selects(record):
+            return True
+        return self.leak_rate > 0 and self._leaks(record.id)
+
+    def _leaks(self, record_id: str) -> bool:
+        digest = hashlib.sha256(f"{self.leak_seed}:{record_id}:leak".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64 < self.leak_rate
+
+    def _selects(self, record: SynthRecord) -> bool:
         if self.record_types and record.template.graph_type.casefold() not in self.record_types:
             return False
         if self.operations and record.template.operation.casefold() not in self.operations:
@@ -73,7 +106,7 @@ class RecordFilter:
             self.administrative_unit_ids & {u.casefold() for u in record.user.admin_units}
         ):
             return False
-        return not (self.keyword and self.keyword not in record.audit_text().casefold())
+        return not self.keyword or self.keyword in record.audit_text().casefold()
 
 
 def iter_matching(

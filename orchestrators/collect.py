@@ -13,13 +13,15 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators import settle
 from orchestrators.budget_entity import entity_id
 from shared import names
 from shared.budget_wire import BudgetRequest
+from shared.log_fields import log_event
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
 from shared.redact import redact
 from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import RENEW, CallActivity, CallEntity, Cancel, Carried, SignalEntity, Step
+from shared.window_state import RENEW, CallActivity, CallEntity, Cancel, Carried, Failure, SignalEntity, Step
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
         now=context.current_utc_datetime,
         budget_token=str(payload.get("budgetToken") or ""),
     )
-    budget = entity_id(spec.tenant_id, spec.source) if spec.options.budget.enabled else None
+    budget = entity_id(spec.budget_tenant, spec.source) if spec.options.budget.enabled else None
     # task -> (lane id, kind); rebuilt identically on every replay because the steps are deterministic.
     waiting: list[tuple[Any, int, str]] = []
     steps: list[Step] = window.resume() + window.fill()
@@ -121,6 +123,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             steps = window.on_result(lane_id, _result_of(winner))
         if not context.is_replaying and lane_id != RENEW and window.lanes.get(lane_id) is None:
             logger.info("collection %s: lane %d done, %s", spec.collection_id, lane_id, window.status()["percent"])
+        _log_ended(window, spec, replaying=context.is_replaying)
         steps += window.fill()
 
     if window.should_continue_as_new:
@@ -164,11 +167,13 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             "queries": provisional["queries"],
             "deleteQueries": spec.options.delete_queries,
             "highCompleteness": spec.options.high_completeness,
+            "retentionDays": spec.options.retention_days,
             "startedAt": payload.get("startedAt"),
             "finishedAt": iso(context.current_utc_datetime),
             # A retry link's request carries its chain (root, generation, the root's ranges, expired windows):
             # finalize reads every link's summaries from storage to prove the root's whole range.
             "request": payload.get("request"),
+            "scope": payload.get("scope"),  # a settle or follower pass proves a larger range (orchestrators/settle)
         },
     )
     try:
@@ -185,7 +190,39 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
         if output["status"] == "Completed":
             output["status"] = "CompletedWithFailures"
     output["request"] = payload.get("request")
-    return output
+    return (yield from settle.finish(context, payload, output, result, window))  # a settle pass may follow
+
+
+def _log_ended(window: CollectionWindow, spec: CollectionSpec, *, replaying: bool) -> None:
+    """One ``chunk.ended`` event per chunk that ended in this transition; none while replaying (logged before)."""
+    ended, window.ended = window.ended, []
+    if replaying:
+        return
+    for lane in ended:
+        assert lane.ending is not None
+        kind, value = lane.ending
+        if kind == "unstarted":  # it gave its budget turn back: requeued, not ended
+            continue
+        fields: dict[str, Any] = {"outcome": kind, "attempts": lane.attempts}
+        if lane.started_at is not None:
+            fields["seconds"] = round((window.now - lane.started_at).total_seconds(), 3)
+        if kind == "done" and isinstance(value, dict):
+            fields.update(records=int(value["records"]), incomplete=bool(value.get("incomplete", False)))
+        elif kind == "failed" and isinstance(value, Failure):
+            fields.update(errorKind=value.kind, error=value.message[:300])
+        chunk = lane.chunk_json()
+        log_event(
+            logger,
+            logging.WARNING if kind == "failed" else logging.INFO,
+            "chunk.ended",
+            f"collection {spec.collection_id}: chunk {lane.label()} {kind}",
+            collectionId=spec.collection_id,
+            tenantId=spec.tenant_id,
+            source=spec.source,
+            chunkStart=chunk["start"],
+            chunkEnd=chunk["end"],
+            **fields,
+        )
 
 
 def _input_of(context: df.DurableOrchestrationContext) -> JsonDict:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up on a fresh machine (Python 3.11+ and Node.js present, nothing else):
 #   .venv with requirements-dev.txt (which includes the app's requirements.txt),
+#   .venv-iac with requirements-iac.txt (checkov and pycep-parser, for the infrastructure checks),
 #   Azurite from npm into tools/azurite/node_modules,
 #   Debian's chromium + chromium-driver for the live-page browser tests (apt-get, as root or with passwordless sudo;
 #   never a browser download).
@@ -26,6 +27,22 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
   echo "$want" > "$stamp"
+fi
+
+# The infrastructure checks' tools in a venv of their own (requirements-iac.txt): checkov's dependencies would
+# otherwise pin the app's. SKIP_IAC=1 skips them (run-local does).
+if [ "${SKIP_IAC:-0}" != "1" ]; then
+  if [ ! -x .venv-iac/bin/python ]; then
+    echo "bootstrap: creating .venv-iac (infrastructure checks)"
+    "$PYTHON" -m venv .venv-iac
+  fi
+  iac_stamp=.venv-iac/.requirements.sha256
+  iac_want=$(sha256sum requirements-iac.txt | cut -d' ' -f1)
+  if [ ! -f "$iac_stamp" ] || [ "$(cat "$iac_stamp")" != "$iac_want" ]; then
+    echo "bootstrap: installing the infrastructure checks (checkov, pycep-parser)"
+    .venv-iac/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-iac.txt
+    echo "$iac_want" > "$iac_stamp"
+  fi
 fi
 
 if [ "${SKIP_AZURITE:-0}" != "1" ]; then

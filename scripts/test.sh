@@ -8,6 +8,7 @@ bash scripts/bootstrap.sh
 echo "== ruff (lint)";   .venv/bin/ruff check .
 echo "== ruff (format)"; .venv/bin/ruff format --check .
 echo "== mypy";          .venv/bin/mypy
+echo "== infra (Bicep parse, checkov)"; bash scripts/check_infra.sh
 echo "== pytest"
 set +e
 .venv/bin/python -m pytest "$@"

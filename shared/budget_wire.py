@@ -36,7 +36,9 @@ _TOKEN = re.compile(r"^[0-9a-f]{0,64}$")
 def entity_key(tenant_id: str, source: str) -> str:
     """``<tenant>:<source>`` with the tenant lower-cased exactly as object names use it (ASCII only, no stripping).
 
-    One tenant spelled two ways (its GUID and its domain) gets two budgets: send one spelling consistently.
+    The collector keys every budget by the tenant's GUID (``CollectionSpec.budget_tenant``: the HTTP starter resolves
+    a domain to it), so every spelling of one tenant shares one budget. A domain is still a valid key: an
+    orchestration input written before the GUID was carried replays against the entity its lanes hold slots of.
     """
     if source not in SOURCES:
         raise RequestValidationError("source", f"must be one of {', '.join(SOURCES)}")

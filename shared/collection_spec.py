@@ -22,6 +22,15 @@ class CollectionSpec:
     explicit: tuple[Chunk, ...] = ()
     """Explicit windows (a retry-failed collection) instead of a regular plan."""
     parent_collection_id: str | None = None
+    tenant_guid: str | None = None
+    """The tenant's GUID, resolved at the edge when the request named a domain (``tenantGuid``; absent in inputs
+    written before it existed). The tenant budget is keyed by it, so every spelling of a tenant shares one budget."""
+
+    @property
+    def budget_tenant(self) -> str:
+        """The tenant as the budget entity's key names it: its GUID, or, for an input without one, the request's
+        spelling (what that collection's lanes already hold their slots under, so a replay keeps them)."""
+        return self.tenant_guid or self.tenant_id
 
     @property
     def planned(self) -> int:
@@ -44,7 +53,7 @@ class CollectionSpec:
         return sorted((Chunk(c.start, c.end) for c in chunks), key=lambda c: c.start)
 
     def to_json(self) -> JsonDict:
-        return {
+        out: JsonDict = {
             "collectionId": self.collection_id,
             "tenantId": self.tenant_id,
             "source": self.source,
@@ -54,6 +63,9 @@ class CollectionSpec:
             "explicit": [c.to_json() for c in self.explicit],
             "parentCollectionId": self.parent_collection_id,
         }
+        if self.tenant_guid is not None:
+            out["tenantGuid"] = self.tenant_guid
+        return out
 
     @classmethod
     def from_json(cls, data: JsonDict) -> CollectionSpec:
@@ -67,4 +79,5 @@ class CollectionSpec:
             plan=ChunkPlan.from_json(plan) if plan else None,
             explicit=tuple(Chunk.from_json(c) for c in data.get("explicit") or ()),
             parent_collection_id=data.get("parentCollectionId"),
+            tenant_guid=data.get("tenantGuid"),
         )

@@ -11,6 +11,7 @@
     │   │   ├── AuthenticationError  bad tenant, bad client id/secret/certificate (names the setting)
     │   │   ├── MissingPermissionError  the app lacks an API permission or role (names it)
     │   │   ├── RoutingError         the service could not route the call (Exchange's anchor mailbox)
+    │   │   ├── AuditingDisabledError  unified auditing is turned off in the tenant (names the fix)
     │   │   └── QueryFailedError     the server reports the query failed or was cancelled
     │   └── NeedsSplitError    the window hit the source's result cap; split it and query again
     ├── SinkError              writing output failed
@@ -91,6 +92,24 @@ class RoutingError(PermanentApiError):
 
     kind = "routing"
     dooms_collection = True
+
+
+AUDITING_FIX = (
+    "Turn on auditing in the tenant: Microsoft Purview portal -> Audit -> select 'Start recording user and admin "
+    "activity', or in Exchange Online PowerShell run Set-AdminAuditLogConfig -UnifiedAuditLogIngestionEnabled $true "
+    "(needs the Exchange 'Audit Logs' role; a tenant that was never customized may need "
+    "Enable-OrganizationCustomization first). The change can take up to 60 minutes to reach audit searches; records "
+    "from before it were never recorded."
+)
+"""What to do about :class:`AuditingDisabledError` (learn.microsoft.com/purview/audit-log-enable-disable)."""
+
+
+class AuditingDisabledError(PermanentApiError):
+    """The tenant's unified audit log is turned off: the service refuses every audit query alike."""
+
+    kind = "auditing_disabled"
+    dooms_collection = True
+    fix = AUDITING_FIX
 
 
 class QueryFailedError(PermanentApiError):

@@ -42,13 +42,16 @@ def provisional_parts(ranges: list[Chunk], started_at: datetime) -> list[Chunk]:
 
 
 def latency_report(ranges: list[Chunk], started_at: datetime | None) -> JsonDict:
-    """The manifest's and the summary's ``latency``: the provisional windows and when collecting them again is final
-    (``settledAfter``; None when nothing is provisional, or the start time is unknown)."""
+    """The manifest's and the summary's ``latency``: the provisional windows, when collecting them again is final
+    (``settledAfter``; None when nothing is provisional, or the start time is unknown), and whether nothing is
+    provisional (``final``)."""
     if started_at is None:
-        return {"assumedHours": AUDIT_LATENCY.total_seconds() / 3600, "provisional": None, "settledAfter": None}
+        hours = AUDIT_LATENCY.total_seconds() / 3600
+        return {"assumedHours": hours, "provisional": None, "settledAfter": None, "final": None}
     parts = provisional_parts(ranges, started_at)
     return {
         "assumedHours": AUDIT_LATENCY.total_seconds() / 3600,
         "provisional": [p.span_json() for p in parts],
         "settledAfter": iso(max(p.end for p in parts) + AUDIT_LATENCY) if parts else None,
+        "final": not parts,
     }

@@ -45,6 +45,8 @@ def filters_to_json(filters: AuditFilters) -> JsonDict:
     out: JsonDict = {key: list(getattr(filters, key)) for key in _FILTER_KEYS if getattr(filters, key)}
     if filters.keyword:
         out["keyword"] = filters.keyword
+    if filters.service:
+        out["service"] = filters.service
     return out
 
 
@@ -55,6 +57,7 @@ def filters_from_json(data: JsonDict | None) -> AuditFilters:
         return tuple(str(v) for v in data.get(key, ()))
 
     keyword = data.get("keyword")
+    service = data.get("service")
     return AuditFilters(
         record_types=values("record_types"),
         operations=values("operations"),
@@ -62,6 +65,7 @@ def filters_from_json(data: JsonDict | None) -> AuditFilters:
         ip_addresses=values("ip_addresses"),
         object_ids=values("object_ids"),
         keyword=str(keyword) if keyword else None,
+        service=str(service) if service else None,
     )
 
 
@@ -163,6 +167,11 @@ class ChunkSummary:
     attempts: int = 1
     untimed: int = 0
     """Of ``malformed``: records whose time could not be read (the manifest counts them once per collection)."""
+    filtered_out: int = 0
+    """Records inside the window that the request's filters exclude, trimmed (``shared.audit.filter_check``)."""
+    late: int = 0
+    """Records of this window that its first read did not return and a later read of it did (they reached the
+    audit log late: ``activities.reread``); 0 for a window read once."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -178,6 +187,8 @@ class ChunkSummary:
             "quarantineBlob": self.quarantine_blob,
             "attempts": self.attempts,
             "untimed": self.untimed,
+            "filteredOut": self.filtered_out,
+            "late": self.late,
         }
 
     @classmethod
@@ -195,6 +206,8 @@ class ChunkSummary:
             quarantine_blob=data.get("quarantineBlob"),
             attempts=int(data.get("attempts", 1)),
             untimed=int(data.get("untimed", 0)),
+            filtered_out=int(data.get("filteredOut", 0)),
+            late=int(data.get("late", 0)),
         )
 
 

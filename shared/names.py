@@ -13,6 +13,8 @@ from datetime import UTC, datetime
 
 # --- Function names (registered by the blueprints; used by call_activity / start_new) ---------------------------
 ORCHESTRATOR_COLLECT = "collect_orchestrator"
+ORCHESTRATOR_FOLLOW = "follow_orchestrator"
+"""A follower: one eternal orchestration per (tenant, source, filters), collections of due windows as passes."""
 ACTIVITY_GRAPH_SUBMIT = "graph_submit_activity"
 ACTIVITY_GRAPH_COLLECT = "graph_collect_activity"
 """Checks a Graph query and, once it is finished (and needs no split), exports it in the same call."""
@@ -20,6 +22,8 @@ ACTIVITY_GRAPH_DELETE = "graph_delete_activity"
 ACTIVITY_EXCHANGE_COLLECT = "exchange_collect_activity"
 ACTIVITY_FINALIZE = "finalize_activity"
 ENTITY_BUDGET = "tenant_budget"
+ENTITY_RETRY_CHAIN = "retry_chain"
+"""Hands out each link of a retry chain once (key: the chain's root collection id)."""
 HTTP_START = "collections_start"
 HTTP_SUMMARY = "collections_summary"
 HTTP_RETRY_FAILED = "collections_retry_failed"

@@ -39,6 +39,9 @@ class RunOptions:
     before the budget existed reads as, so such a collection goes on exactly as it started)."""
     budget_lease_seconds: float = 600.0
     budget_poll_seconds: float = 10.0
+    retention_days: int = 0
+    """How long the tenant is sure to keep every record (``COLLECTOR_RETENTION_DAYS`` when the collection started):
+    older windows are flagged possibly partial. 0 (an input written before it existed): nothing is flagged."""
 
     @property
     def budget(self) -> BudgetOptions:
@@ -67,6 +70,7 @@ class RunOptions:
             budget_capacity=budget.capacity,
             budget_lease_seconds=budget.lease_seconds,
             budget_poll_seconds=budget.poll_seconds,
+            retention_days=settings.retention_days,
         )
 
     def first_poll(self, expected: float | None) -> float:

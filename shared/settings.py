@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from shared import hosting
 from shared.budget_token import collection_token
 from shared.budget_wire import BudgetOptions
 from shared.errors import ConfigError
@@ -65,16 +66,16 @@ class AuditSettings:
         }
 
 
-PLATFORM_INSTANCE_ID = "WEBSITE_INSTANCE_ID"
-"""Set by Azure (App Service and Functions), never by users: how the app knows it runs there."""
-PLATFORM_SETTINGS = (PLATFORM_INSTANCE_ID,)
+TASK_HUB_SETTING = "TASKHUB_NAME"
+"""host.json's ``hubName`` is ``%TASKHUB_NAME%``: each app (or slot) on one storage account needs its own."""
+DEFAULT_TASK_HUB = "UalCollector"
+"""What every local start sets (local.settings.json.example, run-local, the tests' hosts) and the template's default."""
+
+PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
+"""Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting``)."""
 
 BUDGET_KEY_SETTING = "COLLECTOR_BUDGET_SECRET"
 BUDGET_KEY_CHARS = 32
-BUDGET_KEY_RULE = (
-    "must be set on Azure while a tenant budget is on (a random string of at least 32 characters): it keeps "
-    "anyone holding the task hub's system key from taking or releasing budget slots under made-up collections"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,8 @@ class Settings:
     """Every collector setting with its documented default (environment variable names in ``from_env``)."""
 
     audit: AuditSettings = field(default_factory=AuditSettings)
+    task_hub: str = DEFAULT_TASK_HUB
+    """The Durable task hub (``TASKHUB_NAME``, read by the host through host.json; checked here so doctor names it)."""
     default_source: str = "graph"
     output_connection_string: str | None = field(default=None, repr=False)
     output_account_url: str | None = None
@@ -93,6 +96,19 @@ class Settings:
     min_interval_minutes: int = 1
     max_interval_minutes: int = 7 * 24 * 60
     retention_days: int = 180
+    """How long the tenant is sure to keep every audit record (Audit Standard: 180 days). Windows older than this
+    when they are collected are flagged possibly partial (``shared.retention``); set it to what the tenant's
+    retention policies guarantee for all records."""
+    max_lookback_days: int = 3650
+    """Oldest ``startDate`` accepted (and the oldest window ``retry-failed`` retries): 10 years, the longest audit
+    retention Microsoft sells (the Audit Premium 10-year add-on). What lies between ``retention_days`` and this
+    depends on licences and policies the collector cannot see: collected and flagged, never refused."""
+    graph_default_interval_minutes: int = 1440
+    """Chunk length of a Graph collection whose request names no ``intervalMinutes``: a day per query (a query holds
+    up to 1,000,000 records, so a month is 30 queries, not 720)."""
+    graph_daily_queries: int = 200
+    """Graph audit query submissions a tenant is assumed to accept per day ("at least 200", community-quoted, not
+    documented): a plan that submits more is answered with a warning."""
     min_split_seconds: int = 60
     poll_interval_seconds: float = 30.0
     """First status check of a Graph query before the collection has learned how long its queries run."""
@@ -111,6 +127,14 @@ class Settings:
     export activity stays within functionTimeout (10 minutes on the Consumption plan)."""
     delete_queries: bool = False
     """DELETE each Graph audit query once its chunk is decided. Off by default: the service answers 404 today."""
+    follow_every_minutes: int = 15
+    """How often a follower wakes by default, and its default window size (``POST /api/follows``)."""
+    follow_delay_minutes: int = 90
+    """A follower reads a window first once it closed this long ago: the service's usual delay (availability is
+    "typically 60 to 90 minutes"), so a first read is not mostly empty."""
+    settle_default: bool = False
+    """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
+    late-arrival band has passed (``orchestrators.settle``)."""
     fast_sdk_timestamps: bool = True
     """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
     budget_exchange: int = 3
@@ -127,10 +151,21 @@ class Settings:
     """How often a lane waiting for the tenant budget asks again (an entity cannot call it back)."""
     budget_secret: str | None = field(default=None, repr=False)
     """Key of the per-collection tokens that tie budget operations to their collection (``shared.budget_token``).
-    Required on Azure while a budget is on; without it (local runs) the entity cannot tell who sends what."""
+    Without it the entity cannot tell who sends what (its other rules still hold): set it on Azure."""
 
-    hosted_on_azure: bool = False
-    """``WEBSITE_INSTANCE_ID`` is set: the platform sets it on every App Service and Functions instance."""
+    hosting_plan: str = hosting.LOCAL
+    """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
+    hosting_evidence: str = "none"
+    """The platform variables the plan was told by (for messages)."""
+    clock_file: str | None = None
+    """Tests only (``COLLECTOR_CLOCK_FILE``): the app's "now" at its edge (HTTP validation, the budget entity) is the
+    wall clock plus the offset this file holds, the file the local host's ``--clock-file`` and the emulator read
+    (``shared.clock``). Refused on Azure."""
+
+    @property
+    def hosted_on_azure(self) -> bool:
+        """On any Azure plan (Flex, Linux or Windows Consumption, Premium, Dedicated, Container Apps, Kubernetes)."""
+        return self.hosting_plan != hosting.LOCAL
 
     def budget(self, source: str) -> BudgetOptions:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
@@ -138,9 +173,8 @@ class Settings:
         return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
 
     def budget_token(self, collection_id: str, source: str) -> str:
-        """The token a new collection sends with its budget operations ("" without a secret, outside Azure)."""
-        if not self.budget_secret and self.hosted_on_azure and self.budget(source).enabled:
-            raise ConfigError(BUDGET_KEY_SETTING, BUDGET_KEY_RULE)
+        """The token a collection (or the doctor's holder) sends with its operations on the ``source`` budget ("" when
+        no secret is set: nothing is authenticated)."""
         return collection_token(self.budget_secret or "", collection_id)
 
     @property
@@ -179,6 +213,7 @@ class Settings:
         )
         settings = cls(
             audit=audit,
+            task_hub=reader.task_hub(TASK_HUB_SETTING, d.task_hub),
             default_source=reader.choice("COLLECTOR_DEFAULT_SOURCE", d.default_source, SOURCES),
             output_connection_string=reader.optional("OUTPUT_STORAGE_CONNECTION"),
             output_account_url=reader.optional("OUTPUT_STORAGE_ACCOUNT_URL"),
@@ -194,6 +229,13 @@ class Settings:
                 "COLLECTOR_MAX_INTERVAL_MINUTES", d.max_interval_minutes, int, 1, 525_600
             ),
             retention_days=reader.number("COLLECTOR_RETENTION_DAYS", d.retention_days, int, 1, 3650),
+            max_lookback_days=reader.number("COLLECTOR_MAX_LOOKBACK_DAYS", d.max_lookback_days, int, 1, 3650),
+            graph_default_interval_minutes=reader.number(
+                "COLLECTOR_GRAPH_DEFAULT_INTERVAL_MINUTES", d.graph_default_interval_minutes, int, 1, 525_600
+            ),
+            graph_daily_queries=reader.number(
+                "COLLECTOR_GRAPH_DAILY_QUERIES", d.graph_daily_queries, int, 1, 1_000_000
+            ),
             min_split_seconds=reader.number("COLLECTOR_MIN_SPLIT_SECONDS", d.min_split_seconds, int, 1, 86_400),
             poll_interval_seconds=reader.number(
                 "COLLECTOR_POLL_INTERVAL_SECONDS", d.poll_interval_seconds, float, 0, 3600
@@ -217,6 +259,9 @@ class Settings:
                 "COLLECTOR_MAX_RECORDS_PER_CHUNK", d.max_records_per_chunk, int, 0, 100_000_000
             ),
             delete_queries=reader.flag("COLLECTOR_DELETE_QUERIES", d.delete_queries),
+            settle_default=reader.flag("COLLECTOR_SETTLE_DEFAULT", d.settle_default),
+            follow_every_minutes=reader.number("COLLECTOR_FOLLOW_EVERY_MINUTES", d.follow_every_minutes, int, 1, 1440),
+            follow_delay_minutes=reader.number("COLLECTOR_FOLLOW_DELAY_MINUTES", d.follow_delay_minutes, int, 0, 1440),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
@@ -227,7 +272,9 @@ class Settings:
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
             budget_secret=reader.secret(BUDGET_KEY_SETTING, BUDGET_KEY_CHARS),
-            hosted_on_azure=bool(reader.optional(PLATFORM_INSTANCE_ID)),
+            hosting_plan=hosting.hosting_plan(env),
+            hosting_evidence=hosting.evidence(env),
+            clock_file=reader.optional("COLLECTOR_CLOCK_FILE"),
         )
         _check_consistency(settings)
         return settings
@@ -250,10 +297,14 @@ def _check_consistency(s: Settings) -> None:
     _check_credential(s.audit)
     if s.default_concurrency > s.max_concurrency:
         raise ConfigError("COLLECTOR_DEFAULT_CONCURRENCY", "must not exceed COLLECTOR_MAX_CONCURRENCY")
+    if s.retention_days > s.max_lookback_days:
+        raise ConfigError("COLLECTOR_RETENTION_DAYS", "must not exceed COLLECTOR_MAX_LOOKBACK_DAYS")
     if s.min_interval_minutes > s.max_interval_minutes:
         raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
     if s.budget_poll_seconds >= s.budget_lease_seconds:
         raise ConfigError("COLLECTOR_BUDGET_POLL_SECONDS", "must be shorter than COLLECTOR_BUDGET_LEASE_SECONDS")
+    if s.clock_file and s.hosted_on_azure:
+        raise ConfigError("COLLECTOR_CLOCK_FILE", "is a test setting of the local host: remove it on Azure")
     if s.output_connection_string and s.output_account_url:
         raise ConfigError("OUTPUT_STORAGE_ACCOUNT_URL", "set either it or OUTPUT_STORAGE_CONNECTION, not both")
 
@@ -309,6 +360,13 @@ class _Reader:
         ok = 3 <= len(value) <= 63 and value.replace("-", "").isalnum() and value == value.lower()
         if not ok or value.startswith("-") or "--" in value:
             raise ConfigError(name, "must be a valid blob container name (3-63 lowercase letters, digits, '-')")
+        return value
+
+    def task_hub(self, name: str, default: str) -> str:
+        """The Azure Storage provider's rule for task hub names."""
+        value = self.text(name, default)
+        if not (3 <= len(value) <= 45 and value.isascii() and value.isalnum() and value[0].isalpha()):
+            raise ConfigError(name, "must be 3-45 letters and digits starting with a letter (a task hub name)")
         return value
 
     def number(self, name: str, default: _T, kind: Callable[[str], _T], low: float, high: float) -> _T:

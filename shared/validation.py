@@ -22,11 +22,13 @@ from shared.planning import chunk_count, smallest_interval_minutes
 from shared.settings import Settings
 
 DEFAULT_INTERVAL_MINUTES = 60
+"""Chunk length of an Exchange request that names none (Graph: ``Settings.graph_default_interval_minutes``)."""
 
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _DOMAIN = re.compile(r"^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _RECORD_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _OPERATION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_SERVICE = re.compile(r"^[A-Za-z][A-Za-z0-9]{0,63}$")
 _USER_ID = re.compile(r"^[A-Za-z0-9._%+'@-]{1,256}$")
 # Characters no request string may hold: controls (Cc: C0, DEL, C1 such as U+0085), format characters (Cf: bidi
 # overrides such as U+202E, zero-width spaces, BOM), line and paragraph separators (Zl U+2028, Zp U+2029), and lone
@@ -43,6 +45,7 @@ _ALLOWED_FIELDS = frozenset(
         "filters",
         "collectionId",
         "highCompleteness",
+        "settle",
     }
 )
 _FILTER_FIELDS = {
@@ -52,6 +55,7 @@ _FILTER_FIELDS = {
     "ipAddresses": "ip_addresses",
     "objectIds": "object_ids",
     "keyword": "keyword",
+    "service": "service",
 }
 
 
@@ -80,6 +84,10 @@ class CollectionRequest:
     collection_id: str | None
     chunk_count: int
     high_completeness: bool = False
+    interval_defaulted: bool = False
+    """The request named no ``intervalMinutes`` (the plan says so; not part of the stored request)."""
+    settle: bool = False
+    """Read the provisional windows again once their late-arrival band has passed (``orchestrators.settle``)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -93,6 +101,7 @@ class CollectionRequest:
             "collectionId": self.collection_id,
             "chunkCount": self.chunk_count,
             "highCompleteness": self.high_completeness,
+            "settle": self.settle,
         }
 
     @classmethod
@@ -108,6 +117,7 @@ class CollectionRequest:
             collection_id=data.get("collectionId"),
             chunk_count=int(data["chunkCount"]),
             high_completeness=bool(data.get("highCompleteness", False)),
+            settle=bool(data.get("settle", False)),
         )
 
 
@@ -129,13 +139,22 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
         raise InvalidRequest("endDate", "order", "endDate must be after startDate")
     if end > now:
         raise InvalidRequest("endDate", "future", "endDate must not be in the future")
-    oldest = now - timedelta(days=settings.retention_days)
+    oldest = now - timedelta(days=settings.max_lookback_days)
     if start < oldest:
         raise InvalidRequest(
-            "startDate", "retention", f"startDate is older than the {settings.retention_days}-day retention"
+            "startDate",
+            "retention",
+            f"startDate is older than {settings.max_lookback_days} days (COLLECTOR_MAX_LOOKBACK_DAYS): no tenant keeps "
+            "audit records that long (Audit Premium's longest retention is 10 years)",
         )
 
-    interval = _whole_number(body, "intervalMinutes", DEFAULT_INTERVAL_MINUTES)
+    source = body.get("source", settings.default_source)
+    if not isinstance(source, str) or source.lower() not in SOURCES:
+        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
+    source = source.lower()
+
+    defaulted = "intervalMinutes" not in body
+    interval = _whole_number(body, "intervalMinutes", default_interval_minutes(source, settings))
     if not settings.min_interval_minutes <= interval <= settings.max_interval_minutes:
         raise InvalidRequest(
             "intervalMinutes",
@@ -160,16 +179,18 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
         )
 
-    source = body.get("source", settings.default_source)
-    if not isinstance(source, str) or source.lower() not in SOURCES:
-        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
-    source = source.lower()
-
     _exchange_tenant(tenant_id, source)
     high_completeness = _high_completeness(body.get("highCompleteness", False), source)
     filters = _filters(body.get("filters"), settings)
     if source == "exchange" and len(filters.record_types) > 1:
         raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
+    if source == "exchange" and filters.service:
+        raise InvalidRequest(
+            "filters.service",
+            "graph_only",
+            "filters.service is a filter of the graph source only (Search-"
+            "UnifiedAuditLog has no service parameter; use filters.recordTypes)",
+        )
 
     collection_id = body.get("collectionId")
     if collection_id is not None and (not isinstance(collection_id, str) or not is_safe_id(collection_id)):
@@ -181,6 +202,12 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
     if collection_id is not None and collection_id.lower() in RESERVED_IDS:
         raise InvalidRequest(
             "collectionId", "reserved", f"collectionId {collection_id!r} is a path of the API (the collections page)"
+        )
+    if collection_id is not None and collection_id.lower().startswith("follow-"):
+        raise InvalidRequest(
+            "collectionId",
+            "reserved",
+            "collectionId may not start with follow-: followers name their days' collections so",
         )
     if collection_id is not None and is_retry_id(collection_id):
         raise InvalidRequest(
@@ -197,9 +224,31 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             f"collectionId must be lower case (use {collection_id.lower()!r}): ids that differ only in case would "
             "collide in the Durable Task Framework",
         )
+    settle = body.get("settle", settings.settle_default)
+    if not isinstance(settle, bool):
+        raise InvalidRequest("settle", "type", "settle must be true or false")
     return CollectionRequest(
-        tenant_id, start, end, interval, concurrency, source, filters, collection_id, count, high_completeness
+        tenant_id,
+        start,
+        end,
+        interval,
+        concurrency,
+        source,
+        filters,
+        collection_id,
+        count,
+        high_completeness,
+        interval_defaulted=defaulted,
+        settle=settle,
     )
+
+
+def default_interval_minutes(source: str, settings: Settings) -> int:
+    """The chunk length of a request that names none: a day per Graph query (``COLLECTOR_GRAPH_DEFAULT_INTERVAL_
+    MINUTES``; a query holds up to 1,000,000 records and a tenant accepts a few hundred a day), an hour for Exchange
+    (a call returns at most 5,000 rows); within the configured bounds."""
+    wanted = settings.graph_default_interval_minutes if source == "graph" else DEFAULT_INTERVAL_MINUTES
+    return min(max(wanted, settings.min_interval_minutes), settings.max_interval_minutes)
 
 
 def _exchange_tenant(tenant_id: str, source: str) -> None:
@@ -328,6 +377,9 @@ def _filters(value: Any, settings: Settings) -> AuditFilters:
         if key == "keyword":
             out["keyword"] = _keyword(item)
             continue
+        if key == "service":
+            out["service"] = _service(item)
+            continue
         if not isinstance(item, list) or not all(isinstance(v, str) for v in item):
             raise InvalidRequest(field, "type", f"{field} must be a list of strings")
         if len(item) > settings.max_filter_values:
@@ -344,6 +396,20 @@ def _keyword(item: Any) -> str | None:
     if len(item) > 256:
         raise InvalidRequest("filters.keyword", "length", "filters.keyword accepts at most 256 characters")
     return item.strip() or None
+
+
+def _service(item: Any) -> str | None:
+    """One workload, as audit records name it in ``service`` (``Exchange``, ``SharePoint``, ``OneDrive``, ...)."""
+    if item is None:
+        return None
+    if not isinstance(item, str):
+        raise InvalidRequest("filters.service", "type", "filters.service must be a string (one service)")
+    text = item.strip()
+    if text and not _SERVICE.fullmatch(text):
+        raise InvalidRequest(
+            "filters.service", "characters", "filters.service must be a service name such as Exchange or SharePoint"
+        )
+    return text or None
 
 
 def _filter_value(key: str, field: str, value: str) -> str:

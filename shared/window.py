@@ -71,6 +71,8 @@ class CollectionWindow(BudgetLanes):
         self.budget_token = budget_token
         self.free_slots = 1
         """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
+        self.ended: list[Lane] = []
+        """Lanes ended since the orchestrator last took them (it logs each chunk's end, when not replaying)."""
 
     # --- queries ---------------------------------------------------------------------------------------------
     @property
@@ -166,6 +168,7 @@ class CollectionWindow(BudgetLanes):
         """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it takes the
         slot of a lane that just ended, or asks for one (``BUDGET``) and its server-side work starts once granted."""
         lane = Lane(self.state.next_lane, chunk, self._first_phase())
+        lane.started_at = self.now
         self.state.next_lane += 1
         self.started_this_execution += 1
         self.lanes[lane.id] = lane
@@ -193,7 +196,7 @@ class CollectionWindow(BudgetLanes):
     def on_result(self, lane_id: int, result: ActivityResult) -> list[Step]:
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
         lane = self.lanes[lane_id]
-        lane.due = None
+        due, lane.due = lane.due, None
         checked_at, lane.issued_at = lane.issued_at, None
         if checked_at is not None:
             lane.call_seconds = (self.now - checked_at).total_seconds()
@@ -214,14 +217,15 @@ class CollectionWindow(BudgetLanes):
             lane.submitted_at = self.now
             return self._wait(lane, later(self.now, self.options.first_poll(self.state.expected_duration)))
         if lane.phase == POLL:
-            return self._polled(lane, result.data, checked_at)
+            return self._polled(lane, result.data, checked_at, due)
         if "summary" in result.data:  # the Exchange lane's last call committed its chunk
             return self._conclude(lane, ("done", result.data["summary"]))
         lane.cursor = dict(result.data["cursor"])  # where its next call goes on
         return self._next_call(lane)
 
-    def _polled(self, lane: Lane, data: JsonDict, checked_at: datetime | None) -> list[Step]:
-        """The Graph collect activity checked the query (and exported it when it was finished)."""
+    def _polled(self, lane: Lane, data: JsonDict, checked_at: datetime | None, due: datetime | None) -> list[Step]:
+        """The Graph collect activity checked the query (and exported it when it was finished); ``due``: when the
+        check was planned."""
         lane.polls += 1
         outcome = str(data.get("outcome"))
         if outcome == chunk_rules.PENDING:
@@ -237,7 +241,10 @@ class CollectionWindow(BudgetLanes):
             error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', 'failed')}")
             return self._conclude(lane, ("failed", self._failure(lane, error)))
         if lane.submitted_at is not None and checked_at is not None:
-            self.state.learn_duration((checked_at - lane.submitted_at).total_seconds())
+            # A check issued later than planned (the host was down) tells nothing about the time in between: the
+            # query counts as done when the check was due, else an outage would be learned as a running time.
+            done_by = min(checked_at, due) if due is not None else checked_at
+            self.state.learn_duration((done_by - lane.submitted_at).total_seconds())
         return self._conclude(lane, ("done", data["summary"]))
 
     def _needs_split(self, lane: Lane) -> list[Step]:
@@ -281,6 +288,7 @@ class CollectionWindow(BudgetLanes):
         """The one place a lane ends: its chunk is done, failed or split, and its slot is free."""
         del self.lanes[lane.id]
         assert lane.ending is not None
+        self.ended.append(lane)
         kind, value = lane.ending
         if kind == "done":  # the activity's ChunkSummary JSON: only its counts matter here
             assert isinstance(value, dict)

@@ -75,6 +75,7 @@ _LANE_KEYS = frozenset(
         "holdsSlot",
         "budgetWaits",
         "slot",
+        "startedAt",
     }
 )
 
@@ -118,6 +119,8 @@ class Lane:
     slot: Slot | None = None
     """The tenant budget slot the lane uses or last used (its holder id, lease and grant), kept while the lane asks
     again so that a loss can be told from a renewal."""
+    started_at: datetime | None = None
+    """When the lane began (orchestration time): how long its chunk took, for the chunk.ended log event."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -159,6 +162,7 @@ class Lane:
             "holdsSlot": self.holds_slot,
             "budgetWaits": self.budget_waits,
             "slot": self.slot.to_json() if self.slot else None,
+            "startedAt": iso(self.started_at) if self.started_at else None,
         }
 
     @classmethod
@@ -190,6 +194,7 @@ class Lane:
             holds_slot=bool(data.get("holdsSlot", False)),
             budget_waits=int(data.get("budgetWaits", 0)),
             slot=Slot.from_json(data["slot"]) if data.get("slot") else None,
+            started_at=parse_iso(data["startedAt"]) if data.get("startedAt") else None,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 

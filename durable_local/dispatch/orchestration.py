@@ -3,7 +3,8 @@
 Per work item (DTFx ``LockNextTaskOrchestrationWorkItemAsync`` + ``CompleteTaskOrchestrationWorkItemAsync``):
 
 1. released queue (lease lost) → abandon the batch and release the session;
-2. out-of-order responses (their TaskScheduled/TimerCreated is not in the loaded history) → abandon them;
+2. out-of-order responses (``OrchestrationSession.is_out_of_order``: newer than the last checkpoint and their
+   TaskScheduled/TimerCreated/EventSent is not in the loaded history) → abandon them (debug log + counter);
 3. non-executable instance (no ExecutionStarted anywhere, or already terminal) → delete this execution's
    messages, defer the others;
 4. ``run_episode`` (the replay layer), then checkpoint:
@@ -36,7 +37,7 @@ from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
 from durable_local.ports import Clock, EtagConflictError, HistoryBatch, Queue, QueueMessage, TrackingStore
 from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings, run_episode
-from durable_local.session_types import OrchestrationSession, started_event
+from durable_local.session_types import OrchestrationSession, started_event, task_event_id
 from durable_local.sessions import OrchestrationSessionManager
 from durable_local.settings import EngineSettings
 
@@ -60,6 +61,17 @@ def history_status(history: list[HistoryEvent]) -> RuntimeStatus:
         if event_type(event) in (EventType.EXECUTION_COMPLETED, EventType.CONTINUE_AS_NEW):
             return RuntimeStatus(int(event.get("OrchestrationStatus", 0)))
     return RuntimeStatus.RUNNING
+
+
+def _left_by_an_older_execution(session: OrchestrationSession, messages: list[QueueMessage]) -> bool:
+    """Timers of an execution that no longer exists (the instance has history, of a newer execution): the normal end
+    of a timer outlived by continue-as-new (the seed: "most common in scenarios involving durable timers and
+    ContinueAsNew"), logged at info level where other discards warn."""
+    return (
+        not session.history
+        and session.last_checkpoint_time is not None
+        and all(event_type(m.body.event) is EventType.TIMER_FIRED for m in messages)
+    )
 
 
 class OrchestrationDispatcher:
@@ -160,11 +172,19 @@ class OrchestrationDispatcher:
             return False
         out_of_order = [m for m in session.current_batch if session.is_out_of_order(m)]
         for message in out_of_order:
-            _log.warning(
-                "%s: out-of-order %s for task %s (not in history yet): abandoning",
+            # DTFx logs ReceivedOutOfOrderMessage and abandons (LockNextTaskOrchestrationWorkItemAsync): a response
+            # that overtook its own checkpoint. Routine (it comes back after the abandon back-off and is then in
+            # order), so debug level and the out_of_order_abandoned counter; one stuck for good ends in the poison
+            # back-off, which is logged as a warning (control_queue).
+            _log.debug(
+                "%s: out-of-order %s for task %s (not in history yet, execution %s, dequeue count %d, last checkpoint"
+                " %s): abandoning",
                 session.instance_id,
                 event_type(message.body.event).name,
-                message.body.event.get("TaskScheduledId", message.body.event.get("TimerId")),
+                task_event_id(message.body.event),
+                session.execution_id,
+                message.dequeue_count,
+                session.last_checkpoint_time,
             )
             self._faults.hit(CrashPoint.C7_OUT_OF_ORDER_MESSAGE, instance_id=session.instance_id, message=message)
             self._counters.add("out_of_order_abandoned")
@@ -182,7 +202,8 @@ class OrchestrationDispatcher:
             discard, keep = keep, []
         for message in keep:
             session.defer(message)
-        _log.warning(
+        _log.log(
+            logging.INFO if _left_by_an_older_execution(session, discard) else logging.WARNING,
             "%s: discarding %d message(s) (%s): %s",
             session.instance_id,
             len(discard),

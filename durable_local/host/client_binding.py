@@ -53,8 +53,19 @@ def management_urls(
     }
 
 
-def client_binding_json(base_url: str, hub_name: str, keys: HostKeys, *, task_hub: str | None = None) -> str:
-    """The string passed to a ``durableClient`` parameter."""
+def website_base_url(website_hostname: str) -> str:
+    """The Functions host's webhook base for ``WEBSITE_HOSTNAME`` (``DefaultScriptWebHookProvider``): http for
+    ``localhost:<port>``, https otherwise."""
+    scheme = "http" if website_hostname.lower().startswith("localhost:") else "https"
+    return f"{scheme}://{website_hostname}"
+
+
+def client_binding_json(
+    base_url: str, hub_name: str, keys: HostKeys, *, task_hub: str | None = None, rpc_base: str | None = None
+) -> str:
+    """The string passed to a ``durableClient`` parameter: URLs for callers on ``base_url`` (the public base), the
+    RPC base on ``rpc_base`` (this host's own address, like the extension's loopback RPC listener; default
+    ``base_url``)."""
     suffix = query_suffix(hub_name, keys, task_hub=task_hub)
     create = f"{base_url}{WEBHOOK_PATH}/orchestrators/{{functionName}}[/{{instanceId}}]"
     required = f"code={quote(keys.system_key, safe='')}" if keys.required else ""
@@ -69,7 +80,7 @@ def client_binding_json(base_url: str, hub_name: str, keys: HostKeys, *, task_hu
         "managementUrls": management_urls(base_url, hub_name, keys, INSTANCE_ID_PLACEHOLDER, task_hub=task_hub),
         "baseUrl": f"{base_url}{WEBHOOK_PATH}",
         "requiredQueryStringParameters": required,
-        "rpcBaseUrl": rpc_base_url(base_url, keys),
+        "rpcBaseUrl": rpc_base_url(rpc_base or base_url, keys),
         "httpBaseUrl": "",
         "maxGrpcMessageSizeInBytes": 0,
         "grpcHttpClientTimeout": "00:01:40",

@@ -1,7 +1,9 @@
 """What the host reads from a function app folder: ``host.json`` and ``local.settings.json``.
 
 Only the settings the local host honours are extracted; everything else in ``host.json`` is ignored
-(``docs/local-host.md`` lists what is not supported).
+(``docs/local-host.md`` lists what is not supported). What the Functions host or the Durable extension refuses is
+refused with their message: a ``host.json`` without ``"version": "2.0"``, a ``storageProvider.type`` other than Azure
+Storage, and (``hub_name_of``, once the app settings are known) a task hub name the storage service rejects.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from durable_local.host.hub_names import DEFAULT_HUB_NAME, HubNameError, served_hub_name
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_HUB_NAME = "TestHubName"
-"""The hub name the Durable extension uses locally when ``host.json`` names none."""
+HOST_JSON_HELP = "https://aka.ms/functions-hostjson"
+AZURE_STORAGE_PROVIDER = "AzureStorage"
 
 
 class HostConfigError(Exception):
@@ -29,6 +33,9 @@ class AppSettings:
     """The durable and HTTP settings of one app, from ``host.json``."""
 
     hub_name: str = DEFAULT_HUB_NAME
+    """The served hub: ``hub_name_of`` (resolved and checked) once the host starts; the raw default before."""
+    hub_name_setting: str | None = None
+    """``extensions.durableTask.hubName`` as written (``%SETTING%`` unresolved), None when absent."""
     route_prefix: str = "api"
     max_concurrent_activities: int = 10
     max_concurrent_orchestrations: int = 10
@@ -46,22 +53,27 @@ def load_host_json(app_dir: Path) -> AppSettings:
     """Read ``app_dir/host.json`` (a missing file means defaults)."""
     path = app_dir / "host.json"
     if not path.exists():
-        return AppSettings()
+        return AppSettings()  # the Functions host writes {"version": "2.0"} and goes on with the defaults
     try:
         raw = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, ValueError) as exc:
         raise HostConfigError(f"{path}: not valid JSON ({exc})") from exc
     if not isinstance(raw, dict):
         raise HostConfigError(f"{path}: the top level must be a JSON object")
+    _check_version(raw, path)
     extensions = _section(raw, "extensions", path)
     durable = _section(extensions, "durableTask", path)
     provider = _section(durable, "storageProvider", path)
+    _check_storage_provider(provider, path)
+    hub_setting = durable.get("hubName")
+    if hub_setting is not None and not isinstance(hub_setting, str):
+        raise HostConfigError(f"{path}: 'hubName' must be a string")
     http = _section(extensions, "http", path)
     prefix = http.get("routePrefix", "api")
     if not isinstance(prefix, str):
         raise HostConfigError(f"{path}: extensions.http.routePrefix must be a string")
     return AppSettings(
-        hub_name=_string(durable, "hubName", DEFAULT_HUB_NAME, path),
+        hub_name_setting=hub_setting,
         route_prefix=prefix.strip("/"),
         max_concurrent_activities=_positive_int(durable, "maxConcurrentActivityFunctions", 10, path),
         max_concurrent_orchestrations=_positive_int(durable, "maxConcurrentOrchestratorFunctions", 10, path),
@@ -72,6 +84,15 @@ def load_host_json(app_dir: Path) -> AppSettings:
         store_inputs_in_orchestration_history=_bool(durable, "storeInputsInOrchestrationHistory", False, path),
         raw=raw,
     )
+
+
+def hub_name_of(settings: AppSettings, environ: Mapping[str, str]) -> str:
+    """The hub the extension serves for these settings (``durable_local.host.hub_names``), or ``HostConfigError``
+    with the extension's message."""
+    try:
+        return served_hub_name(settings.hub_name_setting, environ)
+    except HubNameError as exc:
+        raise HostConfigError(str(exc)) from exc
 
 
 def apply_local_settings(app_dir: Path, environ: MutableMapping[str, str] | None = None) -> list[str]:
@@ -104,14 +125,55 @@ def _section(parent: Mapping[str, Any], key: str, path: Path) -> Mapping[str, An
     return value
 
 
-def _string(section: Mapping[str, Any], key: str, default: str, path: Path) -> str:
-    value = section.get(key, default)
-    if not isinstance(value, str) or not value.strip():
-        raise HostConfigError(f"{path}: '{key}' must be a non-empty string")
-    # Like the extension, app settings can be referenced as %NAME%.
-    if value.startswith("%") and value.endswith("%") and len(value) > 2:
-        return os.environ.get(value[1:-1], default)
-    return value
+def _check_version(raw: Mapping[str, Any], path: Path) -> None:
+    """``HostJsonFileConfigurationSource.InitializeHostConfig``: an empty object becomes the default; otherwise
+    ``version`` must be "2.0" (the messages are the host's)."""
+    if not raw:
+        return
+    version = _dotnet_string(raw.get("version"))
+    if not version:
+        raise HostConfigError(
+            f"{path}: The host.json file is missing the required 'version' property. See {HOST_JSON_HELP} for steps "
+            "to migrate the configuration file."
+        )
+    if version != "2.0":
+        message = (
+            f"'{version}' is an invalid value for host.json 'version' property. We recommend you set the 'version' "
+            "property to '2.0'. "
+        )
+        if version.lower().startswith("3"):
+            message += (
+                "This does not correspond to the function runtime version, only to the schema version of the "
+                "host.json file. "
+            )
+        raise HostConfigError(f"{path}: {message}See {HOST_JSON_HELP} for more information on this configuration file.")
+
+
+def _dotnet_string(value: object) -> str | None:
+    """``JToken.Value<string>()`` of a JSON value, for the values people write."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _check_storage_provider(provider: Mapping[str, Any], path: Path) -> None:
+    """``DurableTaskExtension.GetDurabilityProviderFactory``: ``type`` names a provider (case-insensitive); only
+    Azure Storage is emulated here."""
+    if "type" not in provider:
+        return
+    kind = provider["type"]
+    if isinstance(kind, str) and kind.lower() == AZURE_STORAGE_PROVIDER.lower():
+        return
+    raise HostConfigError(
+        f"{path}: Storage provider type ({kind}) was not found. Available storage providers: "
+        f"{AZURE_STORAGE_PROVIDER}. (extensions.durableTask.storageProvider.type: {kind} is not supported by the local "
+        "host, which emulates the Azure Storage provider only; remove 'type' or set it to AzureStorage to run the app "
+        "here.)"
+    )
 
 
 def _bool(section: Mapping[str, Any], key: str, default: bool, path: Path) -> bool:

@@ -15,13 +15,22 @@ from typing import Any
 from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
-from durable_local.host.config import AppSettings, HostConfigError, apply_local_settings, load_host_json
+from durable_local.host.client_binding import client_binding_json, website_base_url
+from durable_local.host.config import (
+    AppSettings,
+    HostConfigError,
+    apply_local_settings,
+    hub_name_of,
+    load_host_json,
+)
 from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, make_orchestrator
 from durable_local.host.keys import HostKeys
-from durable_local.host.loader import LoadedApp, load_app
+from durable_local.host.loader import HttpFunction, LoadedApp, TimerFunction, load_app
 from durable_local.host.server import AppServer
+from durable_local.host.timers import FileStatusStore, MemoryStatusStore, StatusStore, TimerHost
 from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import FunctionRegistry, SchedulingMode
+from durable_local.ports import Clock
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +62,8 @@ class LocalHost:
         settings_overrides: ``EngineSettings`` fields to replace (e.g. ``max_queue_polling_interval``).
         engine_factory: build the engine yourself (tests); gets the registry and the app's settings.
         drain_timeout: seconds ``stop()`` lets running work finish.
+        clock: the engine's and the store's time (``SystemClock`` by default); tests pass an ``OffsetFileClock``
+            to run a simulated week in minutes.
     """
 
     def __init__(
@@ -68,6 +79,7 @@ class LocalHost:
         settings_overrides: Mapping[str, Any] | None = None,
         engine_factory: EngineFactory | None = None,
         drain_timeout: float = 30.0,
+        clock: Clock | None = None,
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
         self._host = host
@@ -79,6 +91,7 @@ class LocalHost:
         self._overrides = dict(settings_overrides or {})
         self._engine_factory = engine_factory
         self._drain_timeout = drain_timeout
+        self._clock = clock
         self._runner = AsyncRunner()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -89,6 +102,8 @@ class LocalHost:
         self.settings: AppSettings | None = None
         self.app: LoadedApp | None = None
         self._engine: DurableEngine | None = None
+        self._website_hostname: str | None = None
+        self._timers: TimerHost | None = None
 
     # -- public surface ------------------------------------------------------------------------------
 
@@ -99,6 +114,18 @@ class LocalHost:
         return f"http://{self._host}:{self._bound_port}"
 
     @property
+    def public_base_url(self) -> str:
+        """The base of every URL in the host's answers and of ``req.url`` given to functions.
+
+        ``WEBSITE_HOSTNAME`` when the environment (or ``local.settings.json``) sets it, as the Functions host's
+        webhook provider does (http for ``localhost:<port>``, https otherwise; Core Tools sets it to the address it
+        serves unless already set); else ``base_url``. Never the request's ``Host`` header: on Azure the front end
+        only lets through host names bound to the site, here nothing would, and the answers carry the system key.
+        """
+        hostname = (self._website_hostname or "").strip()
+        return website_base_url(hostname) if hostname else self.base_url
+
+    @property
     def engine(self) -> DurableEngine:
         if self._engine is None:
             raise RuntimeError("the host is not started")
@@ -106,13 +133,26 @@ class LocalHost:
 
     def start(self) -> None:
         """Load the app, start the engine and serve HTTP; returns once the port listens."""
+        # As `func start` does: the app (and the Functions host's own rules) read it as "local development", ahead
+        # of platform variables a developer's container may also carry (CONTAINER_NAME).
+        os.environ.setdefault("FUNCTIONS_CORETOOLS_ENVIRONMENT", "true")
         apply_local_settings(self.app_dir)
+        self._website_hostname = os.environ.get("WEBSITE_HOSTNAME")
         settings = load_host_json(self.app_dir)
         if self._hub_override:
-            settings = replace(settings, hub_name=self._hub_override)
+            settings = replace(settings, hub_name_setting=self._hub_override)
+        settings = replace(settings, hub_name=hub_name_of(settings, os.environ))
         self.settings = settings
         self.app = load_app(self.app_dir)
         check_client_task_hubs(self.app, settings.hub_name)
+        self._timers = TimerHost(
+            self.app,
+            os.environ,
+            store=self._timer_status_store(settings),
+            client_binding=lambda client: client_binding_json(
+                self.public_base_url, settings.hub_name, self.keys, task_hub=client.task_hub, rpc_base=self.base_url
+            ),
+        )
         registry = FunctionRegistry(
             orchestrators={name: make_orchestrator(fn) for name, fn in self.app.orchestrators.items()},
             activities={
@@ -127,6 +167,7 @@ class LocalHost:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._serve(settings), self._loop).result(timeout=30)
         self._engine.start()
+        self._timers.start(self._loop)  # after the engine, as the host starts trigger listeners after extensions
         logger.info("Host started at %s (hub %s)", self.base_url, settings.hub_name)
 
     def stop(self, drain_timeout: float | None = None) -> None:
@@ -136,6 +177,9 @@ class LocalHost:
             return
         if self._site is not None:
             asyncio.run_coroutine_threadsafe(self._site.stop(), loop).result(timeout=30)
+        if self._timers is not None:
+            # No new timer invocation; a running one may finish (it may still start orchestrations).
+            self._timers.stop(loop, self._drain_timeout if drain_timeout is None else drain_timeout)
         if self._engine is not None:
             # The loop stays up while draining: async activities run on it.
             self._engine.stop(drain_timeout=self._drain_timeout if drain_timeout is None else drain_timeout)
@@ -163,14 +207,15 @@ class LocalHost:
 
     async def _serve(self, settings: AppSettings) -> None:
         assert self.app is not None and self._engine is not None
-        api = DurableHttpApi(self._engine, base_url=lambda: self.base_url, keys=self.keys)
+        api = DurableHttpApi(self._engine, base_url=lambda: self.public_base_url, keys=self.keys)
         server = AppServer(
             self.app,
             api,
             hub_name=settings.hub_name,
             route_prefix=settings.route_prefix,
             keys=self.keys,
-            base_url=lambda: self.base_url,
+            base_url=lambda: self.public_base_url,
+            rpc_base_url=lambda: self.base_url,
         )
         self._web_runner = web.AppRunner(server.build(), access_log=None, handle_signals=False)
         await self._web_runner.setup()
@@ -179,14 +224,27 @@ class LocalHost:
         sockets = getattr(self._site._server, "sockets", None) or []
         self._bound_port = int(sockets[0].getsockname()[1]) if sockets else self._port
 
+    def _store_spec_for(self, settings: AppSettings) -> str:
+        return self._store_spec or str(Path.cwd() / ".durable_local" / f"{settings.hub_name}.sqlite")
+
+    def _timer_status_store(self, settings: AppSettings) -> StatusStore:
+        """Timer schedule statuses live next to a SQLite store (they survive restarts, like the host's status blobs);
+        with the memory store, or an engine the caller built, in memory."""
+        if self._engine_factory is not None and self._store_spec is None:
+            return MemoryStatusStore()
+        spec = self._store_spec_for(settings).strip()
+        if spec.lower() == "memory":
+            return MemoryStatusStore()
+        return FileStatusStore(Path(spec + ".timers"))
+
     def _default_engine(self, registry: FunctionRegistry, settings: AppSettings) -> DurableEngine:
         from durable_local.clock import SystemClock
         from durable_local.engine import Engine
         from durable_local.settings import EngineSettings
         from durable_local.storage import open_store
 
-        spec = self._store_spec or str(Path.cwd() / ".durable_local" / f"{settings.hub_name}.sqlite")
-        clock = SystemClock()
+        spec = self._store_spec_for(settings)
+        clock = self._clock or SystemClock()
         self._store = open_store(spec, clock)
         fields: dict[str, Any] = {
             "hub_name": settings.hub_name,
@@ -222,7 +280,8 @@ def check_client_task_hubs(app: LoadedApp, hub_name: str) -> None:
     manage the wrong instances. ``%SETTING%`` values are resolved from the environment, as the host does.
     Task hub names compare case-insensitively (Azure Storage names are).
     """
-    for function in app.http:
+    with_clients: list[HttpFunction | TimerFunction] = [*app.http, *app.timers]
+    for function in with_clients:
         for client in function.clients:
             wanted = client.task_hub
             if not wanted:

@@ -54,6 +54,22 @@ class HttpFunction:
 
 
 @dataclass(slots=True)
+class TimerFunction:
+    """A ``timerTrigger`` function (``durable_local.host.timers`` runs it)."""
+
+    name: str
+    timer_parameter: str
+    schedule: str
+    """As written: a ``%SETTING%`` reference is resolved when the host starts."""
+    run_on_startup: bool
+    use_monitor: bool
+    handler: Callable[..., Any]
+    is_async: bool
+    clients: list[ClientBinding] = field(default_factory=list)
+    context_parameter: str | None = None
+
+
+@dataclass(slots=True)
 class ActivityFunction:
     name: str
     input_parameter: str
@@ -85,10 +101,12 @@ class LoadedApp:
     activities: dict[str, ActivityFunction] = field(default_factory=dict)
     orchestrators: dict[str, OrchestratorFunction] = field(default_factory=dict)
     entities: dict[str, EntityFunction] = field(default_factory=dict)
+    timers: list[TimerFunction] = field(default_factory=list)
 
     @property
     def function_names(self) -> list[str]:
-        return [f.name for f in self.http] + list(self.orchestrators) + list(self.activities) + list(self.entities)
+        names = [f.name for f in self.http] + [t.name for t in self.timers]
+        return names + list(self.orchestrators) + list(self.activities) + list(self.entities)
 
 
 def load_app(app_dir: Path | str) -> LoadedApp:
@@ -214,16 +232,54 @@ def _index_function(loaded: LoadedApp, name: str, function: Any) -> None:
         if not hasattr(handler, "entity_function"):
             raise AppLoadError(f"function {name!r}: entityTrigger handler is not an SDK entity handle")
         loaded.entities[entity] = EntityFunction(entity, handler)
+    elif kind == "timerTrigger":
+        loaded.timers.append(_timer_function(name, trigger, others, handler))
     else:
-        raise AppLoadError(f"function {name!r}: trigger {trigger.get('name')!r} of type {kind} is not supported")
+        raise AppLoadError(
+            f"function {name!r}: trigger {trigger.get('name')!r} of type {kind} is not supported by the local host. "
+            + WHAT_RUNS
+        )
+
+
+WHAT_RUNS = (
+    "The local host runs httpTrigger, timerTrigger, orchestrationTrigger, activityTrigger and entityTrigger functions, "
+    "with durableClient inputs (and an HTTP $return output); it has no emulation of queues, blobs, Event Hubs, Service "
+    "Bus, Cosmos DB or other services, so their triggers and bindings would never fire or write anything. Serve this "
+    "app with Azure Functions Core Tools (func start) or on Azure, or move the binding out of the app you run here."
+)
 
 
 def _refuse_extra(name: str, others: list[dict[str, Any]]) -> None:
     for binding in others:
         raise AppLoadError(
             f"function {name!r}: binding {binding.get('name')!r} of type {binding.get('type')} is not supported "
-            "by the local host"
+            "by the local host. " + WHAT_RUNS
         )
+
+
+def _timer_function(name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any) -> TimerFunction:
+    clients: list[ClientBinding] = []
+    for binding in others:
+        if str(binding.get("type")) != "durableClient":
+            _refuse_extra(name, [binding])
+        clients.append(ClientBinding(str(binding["name"]), binding.get("taskHub"), binding.get("connectionName")))
+    schedule = trigger.get("schedule")
+    if not isinstance(schedule, str) or not schedule.strip():
+        raise AppLoadError(f"function {name!r}: timerTrigger needs a schedule")
+    bound = {str(trigger["name"])} | {c.parameter for c in clients}
+    _check_parameters(name, handler, bound)
+    return TimerFunction(
+        name=name,
+        timer_parameter=str(trigger["name"]),
+        schedule=schedule,
+        # The host's defaults (CoreExtensionsScriptBindingProvider: runOnStartup false, useMonitor true).
+        run_on_startup=bool(trigger.get("runOnStartup") or False),
+        use_monitor=bool(trigger.get("useMonitor", True) is not False),
+        handler=handler,
+        is_async=inspect.iscoroutinefunction(handler),
+        clients=clients,
+        context_parameter=_context_parameter(handler, bound),
+    )
 
 
 def _http_function(name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any) -> HttpFunction:
@@ -235,9 +291,7 @@ def _http_function(name: str, trigger: dict[str, Any], others: list[dict[str, An
         if kind == "durableClient":
             clients.append(ClientBinding(str(binding["name"]), binding.get("taskHub"), binding.get("connectionName")))
             continue
-        raise AppLoadError(
-            f"function {name!r}: binding {binding.get('name')!r} of type {kind} is not supported by the local host"
-        )
+        _refuse_extra(name, [binding])
     route_text = str(trigger.get("route") or name)
     try:
         route = RouteTemplate.parse(route_text)

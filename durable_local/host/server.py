@@ -36,6 +36,7 @@ class AppServer:
         route_prefix: str,
         keys: HostKeys,
         base_url: Callable[[], str],
+        rpc_base_url: Callable[[], str] | None = None,
         sync_workers: int = 16,
     ) -> None:
         self._app = app
@@ -44,6 +45,8 @@ class AppServer:
         self._prefix = route_prefix.strip("/")
         self._keys = keys
         self._base_url = base_url
+        """The public base (``LocalHost.public_base_url``): URLs in answers and ``req.url``, never the Host header."""
+        self._rpc_base_url = rpc_base_url or base_url
         self._pool = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="http-fn")
 
     def build(self) -> web.Application:
@@ -61,18 +64,18 @@ class AppServer:
     async def _host_status(self, request: web.Request) -> web.StreamResponse:
         if not self._keys.allows("admin", request.query, request.headers):
             return web.Response(status=401)
-        return web.json_response({"state": "Running", "functions": self._app.function_names})
+        return nosniff(web.json_response({"state": "Running", "functions": self._app.function_names}))
 
     async def _rpc(self, request: web.Request) -> web.StreamResponse:
         token = request.match_info["token"]
         if not (self._keys.required and keys_equal(token, self._keys.rpc_token)):
             return web.Response(status=404)
-        return await self._api.handle(request, _raw_tail(request, f"{RPC_PATH}/{token}"))
+        return nosniff(await self._api.handle(request, _raw_tail(request, f"{RPC_PATH}/{token}")))
 
     async def _webhook(self, request: web.Request, tail: str | None = None) -> web.StreamResponse:
         if not self._keys.allows("system", request.query, request.headers):
             return web.Response(status=401)
-        return await self._api.handle(request, _raw_tail(request, WEBHOOK_PATH) if tail is None else tail)
+        return nosniff(await self._api.handle(request, _raw_tail(request, WEBHOOK_PATH) if tail is None else tail))
 
     async def _functions(self, request: web.Request) -> web.StreamResponse:
         raw_path = request.raw_path.split("?", 1)[0]
@@ -103,7 +106,7 @@ class AppServer:
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
         http_request = func.HttpRequest(
             method=request.method.upper(),
-            url=str(request.url),
+            url=self._base_url() + request.raw_path,
             headers=headers,
             params={key: request.query[key] for key in request.query},
             route_params=values,
@@ -112,7 +115,7 @@ class AppServer:
         kwargs: dict[str, Any] = {function.request_parameter: http_request}
         for client in function.clients:
             kwargs[client.parameter] = client_binding_json(
-                self._base_url(), self._hub_name, self._keys, task_hub=client.task_hub
+                self._base_url(), self._hub_name, self._keys, task_hub=client.task_hub, rpc_base=self._rpc_base_url()
             )
         if function.context_parameter:
             kwargs[function.context_parameter] = InvocationContext(function.name, str(self._app.app_dir))
@@ -129,6 +132,14 @@ class AppServer:
             return web.Response(status=500, text=f"Exception while executing function: {function.name}")
         log_invocation(function.name, started, f"Succeeded, status {response.status}")
         return response
+
+
+def nosniff(response: web.StreamResponse) -> web.StreamResponse:
+    """The host's own JSON answers tell browsers not to guess another type (``X-Content-Type-Options``). Function
+    answers are left as the functions made them, as the Functions host leaves them."""
+    if response.content_type == "application/json":
+        response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def _raw_tail(request: web.Request, base: str) -> str:

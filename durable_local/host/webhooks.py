@@ -203,7 +203,8 @@ class DurableHttpApi:
             code = 500
         response = web.json_response(payload, status=code)
         if code == 202:
-            response.headers["Location"] = str(request.url)
+            # The public base, not request.url: that carries whatever Host header the caller sent.
+            response.headers["Location"] = self._base_url() + request.raw_path
             response.headers["Retry-After"] = "5"
         return response
 

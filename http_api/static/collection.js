@@ -274,7 +274,8 @@
   function renderHeader(s, serverNow) {
     const c = s.collection || {};
     const status = document.getElementById("f-status");
-    status.textContent = s.status + (s.status !== s.runtimeStatus ? " (" + s.runtimeStatus + ")" : "");
+    status.textContent = s.status + (s.status !== s.runtimeStatus ? " (" + s.runtimeStatus + ")" : "")
+      + (s.settling ? " \u00b7 settling until " + when(s.settling.until) : "");
     status.className = "status-" + String(s.status).replace(/[^A-Za-z]/g, "");
     setText("f-tenant", c.tenantId || "\u2014");
     setText("f-range", when(c.startDate) + " \u2192 " + when(c.endDate));
@@ -361,7 +362,7 @@
     if (failures.length > MAX_ROWS) note = "Showing " + MAX_ROWS + " of " + number(failures.length) + "; the manifest lists all.";
     setText("fail-note", note);
     const retry = document.getElementById("retry");
-    const retryable = ended && (failures.length > 0 || s.status === "Failed");
+    const retryable = ended && (failures.length > 0 || s.status === "Failed" || s.status === "Cancelled");
     retry.disabled = !retryable || retry.dataset.busy === "1";
     retry.title = retryable ? "" : (ended ? "nothing failed" : "available when the collection ends");
   }
@@ -376,7 +377,13 @@
         + " still failed, " + number(c.expired) + " expired (the manifest's chain section proves it)");
     }
     const late = s.latency && s.latency.provisional;
-    if (Array.isArray(late)) {
+    if (s.settling) {
+      setText("o-latency", "settling until " + when(s.settling.until) + ": then " + number(s.settling.windows)
+        + " provisional windows are read again by themselves and the manifest turns final");
+    } else if (s.settled) {
+      setText("o-latency", "final: " + number(s.settled.windows) + " windows read again after their band; "
+        + number(s.settled.late) + " records had arrived late (counted per window in the manifest)");
+    } else if (Array.isArray(late)) {
       setText("o-latency", late.length === 0
         ? "none: every window ended " + s.latency.assumedHours + " h or more before the collection started"
         : late.map((w) => when(w.start) + " \u2192 " + when(w.end)).join(", ") + " may still gain records; collect"
@@ -479,6 +486,7 @@
         render(answer.body, answer.serverNow);
         backoff = LIVE.refreshSeconds;
         if (ended) return;
+        if (answer.body.settling) wait = Math.max(wait, 30); // nothing moves until the band has passed
       } else {
         const message = answer.body && answer.body.error ? answer.body.error.message : "";
         setText("conn", "The API answered HTTP " + answer.status + (message ? ": " + message : "")
@@ -521,6 +529,15 @@
     button.dataset.busy = "";
     button.disabled = false;
   });
+
+  // docs/operations.md's queries for this collection (inlined by the server from shared/log_fields.py).
+  const KQL = /*KQL*/null;
+  if (KQL) {
+    const titles = { failed: "Failed chunks of this collection", throttling: "Throttling by tenant over time",
+      slowest: "Slowest chunks" };
+    document.getElementById("kql").textContent = Object.entries(KQL).map(([name, query]) =>
+      "// " + (titles[name] || name) + "\n" + query.split("<collection id>").join(collectionId)).join("\n\n");
+  }
 
   tick();
 })();

@@ -1,7 +1,8 @@
 // The list page: GET <collections>?top=N, refreshed while any listed collection runs.
 (() => {
-  const { withCode, call, el, setText, number, when, TERMINAL } = LIVE;
+  const { withCode, call, el, setText, number, when, duration, TERMINAL } = LIVE;
   const collectionsPath = location.pathname.replace(/\/view\/?$/, "");
+  const followsPath = collectionsPath.replace(/\/collections$/, "/follows");
   const top = Math.min(100, Math.max(1, Number(new URLSearchParams(location.search).get("top")) || 50));
 
   function row(c) {
@@ -22,6 +23,43 @@
       el("td", when(c.startDate) + " \u2192 " + when(c.endDate)), el("td", c.source || "\u2014"),
       el("td", when(c.startedAt || c.createdTime)));
     return tr;
+  }
+
+  function followRow(f) {
+    const tr = el("tr");
+    const first = el("td");
+    first.append(el("code", f.followId));
+    if (f.running && f.running.instanceId) {
+      const pass = el("a", "pass " + f.running.day + " (" + f.running.windows + " windows)");
+      pass.href = withCode(collectionsPath + "/" + encodeURIComponent(f.running.instanceId) + "/view");
+      first.append(el("div", null, "muted"), pass);
+    }
+    const state = f.paused ? "paused since " + when(f.paused.since) : f.status;
+    const status = el("td", state, "status-" + String(f.paused ? "Failed" : f.runtimeStatus).replace(/[^A-Za-z]/g, ""));
+    const covered = f.covered ? when(f.covered.start) + " \u2192 " + when(f.covered.end) : "\u2014";
+    const lag = f.lagSeconds === null || f.lagSeconds === undefined ? "\u2014" : duration(f.lagSeconds * 1000);
+    const p = f.provisional || {};
+    const provisional = p.windows ? number(p.windows) + " windows, final after " + when(p.settledAfter) : "none";
+    const error = f.paused || f.lastError;
+    tr.append(first, status, el("td", f.tenantId || "\u2014"), el("td", f.source || "\u2014"), el("td", covered),
+      el("td", lag), el("td", provisional), el("td", number(f.failureCount || 0)),
+      el("td", error ? (error.kind || "") + ": " + (error.message || "") : "\u2014"));
+    return tr;
+  }
+
+  async function followers() {
+    const answer = await call(followsPath);
+    if (answer.status !== 200 || !answer.body) return false;
+    const rows = answer.body.follows.map(followRow);
+    if (!rows.length) {
+      const empty = el("tr", null, "empty");
+      const cell = el("td", "No followers.");
+      cell.colSpan = 9;
+      empty.append(cell);
+      rows.push(empty);
+    }
+    document.querySelector("#follows tbody").replaceChildren(...rows);
+    return answer.body.follows.some((f) => !TERMINAL.has(f.runtimeStatus));
   }
 
   async function tick() {
@@ -46,6 +84,7 @@
         document.querySelector("#list tbody").replaceChildren(...rows);
         setText("more", answer.body.more ? "Older collections exist beyond this list." : "");
         again = answer.body.collections.some((c) => !TERMINAL.has(c.runtimeStatus));
+        if (await followers()) again = true;
       }
     } catch (error) {
       setText("conn", "Cannot reach the API (" + error.message + "); retrying.");

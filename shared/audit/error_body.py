@@ -25,6 +25,9 @@ _MAX_DETAIL = 300
 
 
 class Problem(enum.Enum):
+    AUDITING_DISABLED = "auditing_disabled"
+    """The tenant's unified auditing is off (Graph: a 400 ``UnknownError`` whose message is a JSON string with
+    ``"Status":"AuditingDisabledTenant"``, CIPP-API ``New-CippAuditLogSearch.ps1``): every query fails alike."""
     PERMISSION = "permission"
     """A permission or role is missing: retrying cannot help, and every chunk fails alike."""
     ROUTING = "routing"
@@ -35,6 +38,7 @@ class Problem(enum.Enum):
 
 # Markers are matched case-insensitively against every text of the body.
 _MARKERS: tuple[tuple[Problem, tuple[str, ...]], ...] = (
+    (Problem.AUDITING_DISABLED, ("AuditingDisabledTenant",)),
     (Problem.ROUTING, ("ErrorIncorrectRoutingHint", "does not match the target of the request")),
     (
         Problem.PERMISSION,
@@ -122,7 +126,10 @@ def parse_error_body(body: Any, fallback: str) -> ErrorBody:
             code = error
             texts = [error, str(body.get("error_description") or body.get("message") or "")]
         else:
-            texts = [str(body[k]) for k in ("Message", "MessageDetail", "message") if isinstance(body.get(k), str)]
+            # The Web API shape; and a bare status object ({"Status": "AuditingDisabledTenant", ...}), which CIPP-API
+            # also looks for at the top level.
+            keys = ("Message", "MessageDetail", "message", "Status")
+            texts = [str(body[k]) for k in keys if isinstance(body.get(k), str)]
     if not texts:
         texts = [fallback]
     return ErrorBody(code=code, message=_telling(texts, code)[:_MAX_DETAIL], texts=tuple(texts))
@@ -140,7 +147,8 @@ def _telling(texts: list[str], code: str) -> str:
 
 
 def classify(body: ErrorBody) -> Problem | None:
-    """The problem the body's texts name, first match in routing, permission, transient order; else None."""
+    """The problem the body's texts name, first match in auditing-disabled, routing, permission, transient order;
+    else None."""
     haystack = "\n".join(body.texts).lower()
     for problem, markers in _MARKERS:
         if any(marker.lower() in haystack for marker in markers):

@@ -78,8 +78,11 @@ def build_query_body(
     if filters.keyword:
         body["keywordFilter"] = filters.keyword
     if filters.service:
-        # The SDK models generated from the service metadata (beta and v1.0) have only the collection; the older
-        # single-valued serviceFilter is an unknown property that a service may reject or, worse, ignore.
+        # Both names (docs/real-services.md, 2.2): the service metadata has the collection, while the v1.0 create
+        # doc's example and production clients (Microsoft-Extractor-Suite, microsoft/PAX) send the single-valued
+        # serviceFilter, so the service accepts both; which one it honours is unknown (the doctor finds out). A
+        # filter the service ignores costs only transfer: the chunk writer trims what the filter excludes.
+        body["serviceFilter"] = filters.service
         body["serviceFilters"] = [filters.service]
     return body
 

@@ -10,8 +10,9 @@ Retry policy (per call):
 * 401 drops the cached token and retries once with a fresh one; a second 401 raises :class:`AuthenticationError`.
 * Other 4xx raise :class:`PermanentApiError` with the server's error code and message.
 * Whatever the status, the body decides first when it names the problem (:mod:`shared.audit.error_body`, which reads
-  ``error.details[]`` and ``innererror.internalException`` too): a missing permission or role raises
-  :class:`MissingPermissionError`, a refused routing hint :class:`RoutingError`, throttling text is retried.
+  ``error.details[]`` and ``innererror.internalException`` too): auditing turned off in the tenant raises
+  :class:`AuditingDisabledError`, a missing permission or role :class:`MissingPermissionError`, a refused routing
+  hint :class:`RoutingError`; throttling text is retried.
 
 A call whose outcome is unknown (a 5xx, a timeout, a dropped connection, a 2xx body that does not parse) may have
 been applied. It is sent again only when that is harmless: a ``recover`` callback says what the lost answer was,
@@ -42,6 +43,7 @@ from shared.audit.config import AuditApiConfig
 from shared.audit.error_body import ErrorBody, Problem, classify, parse_error_body
 from shared.audit.session import PinnedSession, tls_config_error
 from shared.errors import (
+    AuditingDisabledError,
     AuthenticationError,
     MissingPermissionError,
     PermanentApiError,
@@ -49,6 +51,7 @@ from shared.errors import (
     TransientApiError,
 )
 from shared.json_codec import loads as json_loads
+from shared.log_fields import log_event
 from shared.slot_deadline import check_request
 
 logger = logging.getLogger(__name__)
@@ -177,6 +180,20 @@ class AuditHttpClient:
         server_wait = exc.retry_after if isinstance(exc, TransientApiError) else None
         seconds = server_wait if server_wait is not None else self._backoff(state)
         seconds = min(seconds, self._config.max_retry_wait_seconds) * self._scale
+        if isinstance(exc, TransientApiError) and exc.status == 429:
+            log_event(
+                logger,
+                logging.WARNING,
+                "api.throttled",
+                f"{self._api.name} throttled (429), attempt {state.attempt_number}; retrying in {seconds:.3f}s",
+                tenantId=self._config.tenant_id,
+                api=self._api.name,
+                status=429,
+                attempt=state.attempt_number,
+                retryAfterSeconds=server_wait,
+                waitSeconds=round(seconds, 3),
+            )
+            return seconds
         logger.info(
             "%s call attempt %d failed (%s); retrying in %.3fs", self._api.name, state.attempt_number, exc, seconds
         )
@@ -324,6 +341,11 @@ class AuditHttpClient:
         if status == 404 and call.not_found_ok:
             return None
         problem = classify(error_body) if status != 429 else None
+        if problem is Problem.AUDITING_DISABLED:
+            raise AuditingDisabledError(
+                f"{self._api.name} {method} refused: unified auditing is turned off in the tenant ({detail})",
+                status=status,
+            )
         if problem is Problem.ROUTING:
             raise RoutingError(
                 f"{self._api.name} could not route the call ({detail}); {self._api.routing_fix}".rstrip("; "),

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from shared.doctor.model import ProbeResult, differs, failed
 from shared.errors import (
+    AuditingDisabledError,
     AuthenticationError,
     CollectorError,
     ConfigError,
@@ -78,6 +79,8 @@ def failure(
         return failed(probe, f"sign-in refused: {exc}", f"check {where}")
     if isinstance(exc, MissingPermissionError):
         return failed(probe, f"access denied: {exc}", permission_fix or f"grant the app {exc.permission}")
+    if isinstance(exc, AuditingDisabledError):
+        return failed(probe, f"auditing is turned off in the tenant: {exc}", exc.fix)
     if isinstance(exc, RoutingError):
         return failed(probe, f"the call was not routed: {exc}", ROUTING_FIX)
     if isinstance(exc, TransientApiError):

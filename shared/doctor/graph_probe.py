@@ -1,9 +1,12 @@
-"""Graph audit log query probes: token, permission, one tiny query (create, poll, one page, list by name, DELETE).
+"""Graph audit log query probes: token and its scope, permission, whether auditing is on, one tiny query (create,
+poll, one page, list by name, DELETE), and which name of the service filter the service honours.
 
 The query covers the last 15 minutes and is named ``ual-doctor-probe-<hex>``, which no collection query can be
-(collection queries are named ``ual-<collection>-<start>-<end>`` and matched on their window too). It is the one
-thing the doctor creates on the service; it is deleted at the end when the service allows it, else the result says
-it stays (finished queries do not count against the tenant's limit of queries running at once).
+(collection queries are named ``ual-<collection>-<start>-<end>`` and matched on their window too). Its create is the
+auditing probe: a tenant with auditing off refuses it (``AuditingDisabledTenant``). Beside it the service-filter probe
+creates two more tiny queries over the same window (``shared.doctor.graph_filters``). They are the only things the
+doctor creates on the service; they are deleted at the end when the service allows it, else the result says they
+stay (finished queries do not count against the tenant's limit of queries running at once).
 
 The run is split in two (:meth:`GraphProbe.start`, :meth:`GraphProbe.finish`) so the Exchange probes can run while
 the service works on the query.
@@ -11,6 +14,7 @@ the service works on the query.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections.abc import Callable
@@ -24,11 +28,16 @@ from shared.audit.graph import GRAPH_API, GraphAuditClient
 from shared.audit.http import AuditHttpClient, http_client_for
 from shared.audit.ports import AuditFilters, QueryState, QueryStatus, TimeWindow
 from shared.doctor.fixes import GRAPH_PERMISSION_FIX, failure
+from shared.doctor.graph_filters import ServiceFilterProbe, scope_result
 from shared.doctor.model import GRAPH_PROBES, Budget, ProbeResult, brief, differs, failed, ok, skipped
 from shared.doctor.tokens import probe_token
-from shared.errors import CollectorError, PermanentApiError
+from shared.errors import AuditingDisabledError, CollectorError, PermanentApiError
 
 WINDOW = timedelta(minutes=15)
+WINDOW_LAG = timedelta(hours=2)
+"""The doctor's window ends this long before now: audit records typically become searchable 60 to 90 minutes after
+the event (shared.latency), so a window ending now is nearly empty on a real tenant, and the probes that compare
+records (graph.records, graph.filters) would have nothing to compare."""
 POLL_LIMIT_SECONDS = 240.0
 """Longest the doctor waits for its query (the service often takes minutes; a longer wait is the user's call)."""
 FINISH_RESERVE_SECONDS = 20.0
@@ -60,6 +69,9 @@ class GraphProbe:
     _window: TimeWindow | None = None
     _name: str = ""
     _roles_note: str = ""
+    _filters: ServiceFilterProbe | None = None
+    _records: list[dict[str, Any]] | None = None
+    """The first records page of the doctor's unfiltered query (what the service-filter probe compares with)."""
 
     @property
     def _endpoint(self) -> str:
@@ -85,6 +97,7 @@ class GraphProbe:
         if result.outcome.value != "ok":
             self._skip_rest("needs graph.token, which failed")
             return
+        self.results["graph.scope"] = scope_result(facts.roles if facts is not None else None)
         self._client = GraphAuditClient(self.config, tokens=tokens)
         self._http = http_client_for(self.config, tokens, GRAPH_API)
         root = f"{self.config.graph_root}/security/auditLog/queries"
@@ -102,14 +115,27 @@ class GraphProbe:
         if self.budget.exhausted(FINISH_RESERVE_SECONDS):
             self._skip_rest(self.budget.why_skipped())
             return
-        end = self.now().replace(microsecond=0)
+        end = self.now().replace(microsecond=0) - WINDOW_LAG
         self._window = TimeWindow(end - WINDOW, end)
         self._name = f"ual-doctor-probe-{uuid.uuid4().hex[:12]}"
         try:
             self._query_id = self._client.create_query(self._window, AuditFilters(), display_name=self._name)
+        except AuditingDisabledError as exc:
+            self.results["graph.auditing"] = self._fail("graph.auditing", exc)
+            self._skip_rest("needs graph.auditing, which failed")
+            return
         except CollectorError as exc:
             self.results["graph.query"] = self._fail("graph.query", exc)
+            self.results["graph.auditing"] = skipped(
+                "graph.auditing", "the doctor's query was not created (graph.query)"
+            )
             self._skip_rest("needs graph.query, which failed")
+            return
+        self.results["graph.auditing"] = ok(
+            "graph.auditing", "unified auditing is on: the service accepted an audit query (a tenant with auditing "
+            "off refuses it with AuditingDisabledTenant)",
+        )  # fmt: skip
+        self._filters = ServiceFilterProbe(self._http, root, self._window, self.budget, self.sleep)
 
     # --- after them ----------------------------------------------------------------------------------------------
     def finish(self) -> None:
@@ -122,6 +148,11 @@ class GraphProbe:
             if status is not None:
                 if status.state is QueryState.SUCCEEDED:
                     self.results["graph.records"] = self._read_one_page()
+                if self._filters is not None and "graph.filters" not in self.results:
+                    try:
+                        self.results["graph.filters"] = self._filters.finish(self._records, FINISH_RESERVE_SECONDS / 2)
+                    except CollectorError as exc:
+                        self.results["graph.filters"] = self._fail("graph.filters", exc)
                 if self.budget.exhausted(FINISH_RESERVE_SECONDS / 2):
                     self.results["graph.list"] = skipped("graph.list", self.budget.why_skipped())
                 else:
@@ -193,6 +224,7 @@ class GraphProbe:
             close_pages(pages)
         if page is None:
             return differs("graph.records", "the records of a succeeded query gave no page at all")
+        self._records = page.records
         inside = sum(1 for r in page.records if self._inside(r))
         detail = (
             f"read the first records page: {len(page.records):,} records, {inside:,} inside the query's window "
@@ -257,7 +289,13 @@ class GraphProbe:
 
     def _delete(self) -> ProbeResult:
         assert self._client is not None and self._query_id is not None
+        extra = self._filters.leftover() if self._filters is not None else []
+        for query_id in extra:  # the service-filter probe's queries go (or stay) the way the main one does
+            with contextlib.suppress(CollectorError):
+                self._client.delete_query(query_id)
         left = f"query '{self._name}' ({self._query_id}) stays on the service"
+        if extra:
+            left += f", as do the {len(extra)} queries of graph.filters"
         try:
             outcome = self._client.delete_query(self._query_id)
         except CollectorError as exc:

@@ -4,6 +4,8 @@ Outcomes:
 
 * ``ok`` — the probe did what the collector needs (its ``detail`` may carry notes about how the service behaved);
 * ``failed`` — it did not, and ``fix`` names the setting, permission or role to change;
+* ``warning`` — it works, but the collector's output will be narrower than a user may expect (``fix`` says what to
+  change if that is not intended); a warning does not fail the run;
 * ``differs`` — the service behaves differently from what the collector assumes (``detail`` says what);
 * ``skipped`` — the probe did not run (``detail`` says why: a probe it depends on failed, the time budget ran out).
 
@@ -26,9 +28,12 @@ PROBE_ORDER = (
     "settings",
     "storage",
     "graph.token",
+    "graph.scope",
     "graph.permission",
+    "graph.auditing",
     "graph.query",
     "graph.records",
+    "graph.filters",
     "graph.list",
     "graph.delete",
     "exchange.token",
@@ -46,6 +51,7 @@ SOURCES = ("graph", "exchange", "all")
 class Outcome(enum.Enum):
     OK = "ok"
     FAILED = "failed"
+    WARNING = "warning"
     DIFFERS = "differs"
     SKIPPED = "skipped"
 
@@ -92,6 +98,10 @@ def failed(probe: str, detail: str, fix: str) -> ProbeResult:
     return ProbeResult(probe, Outcome.FAILED, detail, fix)
 
 
+def warning(probe: str, detail: str, fix: str) -> ProbeResult:
+    return ProbeResult(probe, Outcome.WARNING, detail, fix)
+
+
 def differs(probe: str, detail: str) -> ProbeResult:
     return ProbeResult(probe, Outcome.DIFFERS, detail)
 
@@ -109,7 +119,7 @@ class DoctorReport:
 
     @property
     def ok(self) -> bool:
-        """True when no probe failed (``differs`` and ``skipped`` do not fail a run)."""
+        """True when no probe failed (``warning``, ``differs`` and ``skipped`` do not fail a run)."""
         return not any(r.outcome is Outcome.FAILED for r in self.results)
 
     def result(self, probe: str) -> ProbeResult:
@@ -122,8 +132,9 @@ class DoctorReport:
         c = self.counts()
         verdict = "nothing failed" if self.ok else "something failed"
         return (
-            f"doctor {self.tenant} ({self.source}): {c['ok']} ok, {c['failed']} failed, {c['differs']} differ, "
-            f"{c['skipped']} skipped in {self.seconds:.1f} s: {verdict}"
+            f"doctor {self.tenant} ({self.source}): {c['ok']} ok, {c['failed']} failed, {c['warning']} warning"
+            f"{'' if c['warning'] == 1 else 's'}, {c['differs']} differ, {c['skipped']} skipped in "
+            f"{self.seconds:.1f} s: {verdict}"
         )
 
     def lines(self) -> list[str]:

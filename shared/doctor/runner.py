@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from shared.audit.config import AuditApiConfig
+from shared.azure_settings import hosted_gaps
 from shared.doctor.exchange_probe import ExchangeProbe
 from shared.doctor.fixes import TENANT_SETTING, config_failure
 from shared.doctor.graph_probe import GraphProbe
@@ -89,6 +90,10 @@ def _check_settings(env: Mapping[str, str], tenant: str) -> tuple[ProbeResult, S
         config = doctor_config(settings, tenant)
     except ConfigError as exc:
         return config_failure("settings", exc), None, None
+    gaps = hosted_gaps(env) if settings.hosted_on_azure else []
+    if gaps:  # the other probes still run: each may work without what is missing
+        detail = f"on Azure ({settings.hosting_plan}) the app settings lack what a deployment needs"
+        return failed("settings", detail, "; ".join(gaps)), settings, config
     return ok("settings", _settings_detail(settings, config)), settings, config
 
 

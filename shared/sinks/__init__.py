@@ -28,8 +28,9 @@ def build_sink(settings: Settings) -> ChunkSink:
         # the default folder is not an output on Azure.
         raise ConfigError(
             "OUTPUT_STORAGE_ACCOUNT_URL",
-            "no output is configured: on Azure set OUTPUT_STORAGE_ACCOUNT_URL (managed identity) or "
-            "OUTPUT_STORAGE_CONNECTION; a local OUTPUT_FOLDER is used only when set explicitly",
+            f"no output is configured: on Azure ({settings.hosting_plan}, told by {settings.hosting_evidence}) set "
+            "OUTPUT_STORAGE_ACCOUNT_URL (managed identity) or OUTPUT_STORAGE_CONNECTION; a local OUTPUT_FOLDER is "
+            "used only when set explicitly",
         )
     try:
         return LocalFolderSink(settings.output_folder or DEFAULT_OUTPUT_FOLDER)

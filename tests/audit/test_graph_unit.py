@@ -60,6 +60,7 @@ def test_body_has_every_filter_in_camel_case() -> None:
         "objectIdFilters": ["obj"],
         "administrativeUnitIdFilters": ["au"],
         "keywordFilter": "budget",
+        "serviceFilter": "Exchange",
         "serviceFilters": ["Exchange"],
     }
     assert build_query_body(WINDOW, filters, display_name="c", api_version="v1.0")["serviceFilters"] == ["Exchange"]

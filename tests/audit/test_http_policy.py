@@ -212,3 +212,31 @@ def test_parse_retry_after(value: str | None, expected: float | None) -> None:
 
 def test_parse_retry_after_date_in_the_past_is_zero() -> None:
     assert parse_retry_after(format_datetime(NOW - timedelta(minutes=1), usegmt=True), now=NOW) == 0.0
+
+
+def test_a_429_is_logged_as_a_throttling_event_with_the_tenant_and_the_chunk(caplog: pytest.LogCaptureFixture) -> None:
+    """docs/operations.md's "throttling by tenant over time" counts these events."""
+    from shared.log_fields import chunk_context, parse_event
+
+    caplog.set_level(logging.INFO, logger="shared.audit.http")
+    chunk = {"start": "2024-06-03T00:00:00Z", "end": "2024-06-03T04:00:00Z"}
+    replies_ = replies(Reply(429, {"error": {"code": "TooMany"}}, {"Retry-After": "7"}), Reply(503, {}), OK)
+    with scripted_server(replies_) as srv, chunk_context({"collectionId": "c-1", "chunk": chunk}, source="graph"):
+        client, _, _ = make_client(srv.base_url)
+        assert client.request_json("GET", f"{srv.base_url}/x") == {"ok": True}
+    events = [e for e in (parse_event(r.getMessage()) for r in caplog.records) if e is not None]
+    assert events == [
+        {
+            "event": "api.throttled",
+            "collectionId": "c-1",
+            "source": "graph",
+            "chunkStart": "2024-06-03T00:00:00Z",
+            "chunkEnd": "2024-06-03T04:00:00Z",
+            "tenantId": "contoso.onmicrosoft.com",
+            "api": "Test API",
+            "status": 429,
+            "attempt": 1,
+            "retryAfterSeconds": 7.0,
+            "waitSeconds": 7.0,
+        }
+    ]  # the 503 is retried too, but it is not throttling

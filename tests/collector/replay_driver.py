@@ -74,6 +74,8 @@ class ReplayDriver:
         self.budget = Budget()
         self.budget_capacity = budget_capacity
         self.entity_operations: list[str] = []
+        self.entity_targets: set[str] = set()
+        """Instance ids of the entities the orchestration sent to (``@tenant_budget@<key>``)."""
         self.mode = mode
         self.rng = random.Random(seed)
         self.now = NOW
@@ -131,6 +133,7 @@ class ReplayDriver:
             self.timer_delays[id(timer)] = (timer.visible_at or self.now) - self.now
         for message in self.result.orchestrator_messages:
             if message.instance_id.startswith(f"@{names.ENTITY_BUDGET}@"):
+                self.entity_targets.add(message.instance_id)
                 self._entity(RequestMessage.from_text(message.event["Input"]))
         if self.result.custom_status:
             self.custom_statuses.append(json.loads(self.result.custom_status))

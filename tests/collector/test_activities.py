@@ -93,8 +93,13 @@ def test_rerun_of_an_export_gives_identical_output() -> None:
     first = ChunkSummary.from_json(run_graph_chunk(api, sink, chunk).data)
     before = dict(sink.objects)
     second = ChunkSummary.from_json(run_graph_chunk(api, sink, chunk).data)  # at-least-once: ran twice
-    assert first.sha256 == second.sha256 and sink.objects == before
-    assert api.created == 1  # the second run found the query its first run recorded
+    assert first.sha256 == second.sha256
+    outputs = {name: data for name, data in sink.objects.items() if "/parts/" not in name}
+    assert outputs == {name: data for name, data in before.items() if "/parts/" not in name}
+    # The window had a summary when the second run submitted: a read again, which asks the service anew (a stale
+    # query would miss late records) and replaced nothing, the content being the same. Within one pass a lane never
+    # submits again once its chunk is written: a lost submit result finds the id its first run recorded.
+    assert api.created == 2
 
 
 def test_expected_errors_come_back_as_results_with_kind() -> None:
@@ -265,6 +270,7 @@ def test_manifest_flags_the_windows_that_may_still_gain_late_records() -> None:
         "assumedHours": 24.0,
         "provisional": [{"start": "2024-11-17T11:00:00Z", "end": "2024-11-17T13:00:00Z"}],
         "settledAfter": "2024-11-18T13:00:00Z",
+        "final": False,
     }
     assert manifest["totals"]["provisionalChunks"] == 2  # chunks that overlap a provisional part
     assert [c["provisional"] for c in manifest["chunks"]] == [False, True, True]

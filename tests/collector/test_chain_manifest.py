@@ -6,14 +6,17 @@ the manifest by the real finalize body: only the audit API is a fake.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from typing import Any
 
 from activities import bodies
+from http_api.retry_chain import retry_failed
 from shared.models import ActivityResult, Chunk, JsonDict
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import T0, FakeSearchApi, synthetic
+from tests.collector.test_http_service import BODY, DAYS, LOOKBACK, FakeClient, finish, resolve, start
 
 TENANT = "contoso.onmicrosoft.com"
 PER_HOUR = 10
@@ -177,3 +180,37 @@ def test_an_older_chunk_in_a_window_the_newer_link_failed_still_counts_and_the_f
     assert links_of(chain) == [(window(hour(0))["start"], "l"), (window(hour(1))["start"], "l")]
     assert chain["totals"]["records"] == 2 * PER_HOUR and chain["superseded"] == [] and chain["gaps"] == []
     assert [f["chunk"] for f in chain["failures"]] == [hour(1).to_json()]
+
+
+def test_a_roots_expired_window_stays_in_chain_expired_through_the_third_retry_and_is_never_a_gap() -> None:
+    """Issue 18.9: the windows a link left out as expired travel from link to link (``chainExpired``): losing them at
+    the third link (taking the previous link's own ``expired`` instead of the chain's) passed the suite and made the
+    third link's manifest report the root's expired hours as a gap."""
+    client, sink = FakeClient(), MemorySink()
+    api = FakeSearchApi(synthetic(T0, 24, PER_HOUR))
+    assert start(client, {**BODY, "collectionId": "aged"}).status == 202  # 6 windows of 4 h from T0
+    for h in (8, 12, 16, 20):
+        collect(api, sink, "aged", hour(h, 4))
+    finish(client, "aged", {"status": "CompletedWithFailures", "failures": [failure(hour(0, 4)), failure(hour(4, 4))],
+                            "remaining": {"cursor": 6}})  # fmt: skip
+    later = T0 + timedelta(hours=2, days=DAYS)  # the retention cut-off is now T0 + 2 h: hours 0-2 expired
+    expired = [window(hour(0, 2))]
+    links: list[str] = []
+    for generation in (1, 2, 3):
+        answer = asyncio.run(retry_failed(client, "aged", later, sink, settings=LOOKBACK, resolve=resolve))
+        assert answer.status == 202, answer.body
+        link, request = answer.body["collectionId"], client.started[-1][2]["request"]
+        links.append(link)
+        assert request["chainExpired"] == expired, (generation, request)  # the root's, at every link
+        assert request["expired"] == (expired if generation == 1 else [])  # each link's own
+        if generation == 1:
+            collect(api, sink, link, hour(2, 2))
+        if generation < 3:  # hours 4-8 fail again until the third link collects them
+            finish(client, link, {"status": "CompletedWithFailures", "failures": [failure(hour(4, 4))],
+                                  "remaining": {"cursor": 1}})  # fmt: skip
+    collect(api, sink, links[2], hour(4, 4))
+    chain = finalize(sink, links[2], [hour(4, 4)], [], parentCollectionId=links[1], request=request)["chain"]
+    assert chain["links"] == ["aged", *links]
+    assert chain["expired"] == expired
+    assert chain["gaps"] == []  # the expired hours are listed, never a gap
+    assert chain["totals"]["records"] == 22 * PER_HOUR

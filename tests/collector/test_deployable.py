@@ -92,3 +92,19 @@ def test_host_json_targets_extension_bundle_v4() -> None:
     host = json.loads((REPO / "host.json").read_text())
     assert host["version"] == "2.0"
     assert host["extensionBundle"] == {"id": "Microsoft.Azure.Functions.ExtensionBundle", "version": "[4.*, 5.0.0)"}
+
+
+def test_the_deployed_zip_holds_the_app_and_nothing_local() -> None:
+    """scripts/deploy.sh deploys what scripts/package_app.py packs: git's files less .funcignore."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from package_app import package_files
+    finally:
+        sys.path.pop(0)
+    files = package_files()
+    tops = {name.split("/")[0] for name in files}
+    assert {"function_app.py", "host.json", "requirements.txt", "shared", "http_api", "activities"} <= tops
+    assert {"orchestrators"} <= tops
+    local = {"tests", "durable_local", "m365_emulator", "collector_local", "infra", "docs", "scripts", "bench"}
+    assert tops & (local | {"azure.yaml", "local.settings.json", "local.settings.json.example", ".venv-iac"}) == set()
+    assert not any(name.endswith((".pyc", ".bicep")) for name in files)

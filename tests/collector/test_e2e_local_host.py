@@ -19,6 +19,7 @@ import pytest
 import requests
 
 from m365_emulator import AppRegistration, Emulator, EmulatorConfig, TenantSpec, run_emulator
+from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "7a1f2c3d-4b5e-4f60-8a71-92b3c4d5e6f7"
@@ -65,6 +66,7 @@ def _serve(emulator: Emulator, tmp_path: Path, extra: dict[str, str]) -> Iterato
         **os.environ,
         "PYTHONPATH": str(REPO),
         "PYTHONUNBUFFERED": "1",
+        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
         "AUDIT_CLIENT_ID": CLIENT,
         "AUDIT_CLIENT_SECRET": SECRET,
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,

@@ -13,11 +13,28 @@ import pytest
 
 from http_api import retry_chain, service
 from shared import names
+from shared.audit.tenant_lookup import TenantNotFoundError
+from shared.budget import Budget, BudgetState
+from shared.budget_wire import BudgetRequest
+from shared.chain_claim import Claim, ClaimState
+from shared.models import Chunk
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
+from shared.window import CollectionSpec
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
+GUID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+DIRECTORY = {"contoso.onmicrosoft.com": GUID, "contoso.com": GUID}
+"""The fake authority's tenants (the real resolver against the emulator: tests/audit/test_tenant_lookup.py)."""
+
+
+async def resolve(tenant: str) -> str:
+    if tenant == GUID or tenant in DIRECTORY:
+        return DIRECTORY.get(tenant, tenant)
+    raise TenantNotFoundError(tenant, "AADSTS90002")
+
+
 BODY = {
     "tenantId": "contoso.onmicrosoft.com",
     "startDate": "2024-11-17T10:00:00Z",
@@ -31,6 +48,11 @@ BODY = {
 class FakeClient:
     instances: dict[str, SimpleNamespace] = field(default_factory=dict)
     started: list[tuple[str, str, Any]] = field(default_factory=list)
+    entities: dict[tuple[str, str], Any] = field(default_factory=dict)
+    signals: list[tuple[str, str, str, Any]] = field(default_factory=list)
+    terminated: list[tuple[str, str]] = field(default_factory=list)
+    clock: datetime = NOW
+    budget_capacity: int = 3
 
     async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str:
         assert instance_id is not None
@@ -48,6 +70,28 @@ class FakeClient:
                          show_input: bool = False) -> Any:  # fmt: skip
         return self.instances.get(instance_id, SimpleNamespace(runtime_status=None))
 
+    async def signal_entity(self, entity: Any, operation: str, operation_input: Any = None) -> None:
+        """Runs the operation at once, as the entity's trigger does (``shared.chain_claim`` / ``shared.budget``)."""
+        key = (entity.name, entity.key)
+        self.signals.append((*key, operation, operation_input))
+        if entity.name == names.ENTITY_RETRY_CHAIN:
+            state = ClaimState.from_json(self.entities.get(key))
+            state.apply(Claim.parse(operation_input), self.clock)
+            self.entities[key] = state.to_json()
+        elif entity.name == names.ENTITY_BUDGET:
+            budget = Budget(BudgetState.from_json(self.entities.get(key)))
+            budget.handle(BudgetRequest.parse(operation, operation_input), self.clock, self.budget_capacity)
+            self.entities[key] = budget.state.to_json()
+
+    async def read_entity_state(self, entity: Any) -> Any:
+        state = self.entities.get((entity.name, entity.key))
+        return SimpleNamespace(entity_exists=state is not None, entity_state=state)
+
+    async def terminate(self, instance_id: str, reason: str) -> None:
+        self.terminated.append((instance_id, reason))
+        self.instances[instance_id].runtime_status = SimpleNamespace(value="Terminated")
+        self.instances[instance_id].output = json.dumps(reason)
+
 
 def call(coro: Any) -> service.ApiResponse:
     return asyncio.run(coro)  # type: ignore[no-any-return]
@@ -56,7 +100,9 @@ def call(coro: Any) -> service.ApiResponse:
 def start(client: FakeClient, body: Any, sink: ChunkSink | None = None) -> service.ApiResponse:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return call(
-        service.start_collection(client, raw, Settings(), NOW, lambda: "generated0001", sink=sink or MemorySink())
+        service.start_collection(
+            client, raw, Settings(), NOW, lambda: "generated0001", sink=sink or MemorySink(), resolve=resolve
+        )
     )
 
 
@@ -70,6 +116,37 @@ def test_start_plans_and_starts_the_orchestrator() -> None:
     assert payload["spec"]["options"]["max_concurrency"] == 2
     assert payload["spec"]["plan"]["intervalSeconds"] == 240 * 60
     assert payload["state"] is None
+
+
+def test_the_spec_carries_the_tenant_guid_whatever_spelling_the_request_used() -> None:
+    client = FakeClient()
+    for index, tenant in enumerate(("contoso.onmicrosoft.com", "contoso.com", GUID.upper())):
+        assert start(client, {**BODY, "tenantId": tenant, "collectionId": f"spelled-{index}"}).status == 202
+    assert [payload["spec"]["tenantGuid"] for _, _, payload in client.started] == [GUID] * 3
+    assert [payload["spec"]["tenantId"] for _, _, payload in client.started][:2] == ["contoso.onmicrosoft.com",
+                                                                                    "contoso.com"]  # fmt: skip
+    retried = client.started[0][1]
+    finish(client, retried, WITH_FAILURE)
+    assert retry(client, retried).status == 202
+    assert client.started[-1][2]["spec"]["tenantGuid"] == GUID  # a retry link keeps its parent's GUID
+
+
+def test_a_domain_the_authority_does_not_know_is_a_400_naming_tenant_id_and_starts_nothing() -> None:
+    client = FakeClient()
+    response = start(client, {**BODY, "tenantId": "no-such-tenant.onmicrosoft.com"})
+    assert response.status == 400, response.body
+    assert (response.body["error"]["field"], response.body["error"]["rule"]) == ("tenantId", "not_found")
+    assert "AADSTS90002" in response.body["error"]["message"] and client.started == []
+
+
+def test_a_retry_of_a_collection_started_before_guids_were_carried_resolves_its_tenant() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "older"})
+    del client.instances["older"].input_["spec"]["tenantGuid"]  # an input written before the field existed
+    assert CollectionSpec.from_json(client.instances["older"].input_["spec"]).budget_tenant == BODY["tenantId"]
+    finish(client, "older", WITH_FAILURE)
+    assert retry(client, "older").status == 202
+    assert client.started[-1][2]["spec"]["tenantGuid"] == GUID
 
 
 def test_invalid_body_starts_nothing() -> None:
@@ -126,9 +203,7 @@ WITH_FAILURE = {"status": "CompletedWithFailures", "failures": [FAILED], "remain
 
 def retry(client: FakeClient, collection_id: str, sink: ChunkSink | None = None) -> service.ApiResponse:
     return call(
-        retry_chain.retry_failed(
-            client, collection_id, NOW, sink or MemorySink(), retention_days=Settings().retention_days
-        )
+        retry_chain.retry_failed(client, collection_id, NOW, sink or MemorySink(), settings=Settings(), resolve=resolve)
     )
 
 
@@ -325,7 +400,8 @@ def test_a_body_just_inside_the_depth_limit_reaches_field_validation() -> None:
     )
 
 
-DAYS = Settings().retention_days
+DAYS = 180
+LOOKBACK = Settings(max_lookback_days=DAYS)
 
 
 def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_empty() -> None:
@@ -336,12 +412,14 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     finish(client, "old-1", WITH_FAILURE)  # the failed window: 2024-11-17 14:00-18:00
     later = datetime(2024, 11, 17, 16, tzinfo=UTC) + timedelta(days=DAYS)  # the cut-off is now 2024-11-17 16:00
     all_gone = call(
-        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=4), MemorySink(), retention_days=DAYS)
+        retry_chain.retry_failed(
+            client, "old-1", later + timedelta(hours=4), MemorySink(), settings=LOOKBACK, resolve=resolve
+        )
     )
     assert all_gone.status == 400, all_gone.body
     assert (all_gone.body["error"]["field"], all_gone.body["error"]["rule"]) == ("id", "retention")
     assert "2024-11-17T14:00:00Z" in all_gone.body["error"]["message"] and len(client.started) == 1
-    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), retention_days=DAYS))
+    partly = call(retry_chain.retry_failed(client, "old-1", later, MemorySink(), settings=LOOKBACK, resolve=resolve))
     assert partly.status == 202, partly.body
     _, _, payload = client.started[-1]
     assert payload["spec"]["explicit"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z", "depth": 0}]
@@ -353,9 +431,29 @@ def test_retry_failed_refuses_windows_past_retention_instead_of_reporting_them_e
     finish(client, "old-1-retry-1", {**WITH_FAILURE, "failures": [
         {**FAILED, "chunk": {"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T18:00:00Z"}}]})  # fmt: skip
     later_still = call(
-        retry_chain.retry_failed(client, "old-1", later + timedelta(hours=1), MemorySink(), retention_days=DAYS)
+        retry_chain.retry_failed(
+            client, "old-1", later + timedelta(hours=1), MemorySink(), settings=LOOKBACK, resolve=resolve
+        )
     )
     assert later_still.status == 202, later_still.body
     request = client.started[-1][2]["request"]
     assert request["expired"] == [{"start": "2024-11-17T16:00:00Z", "end": "2024-11-17T17:00:00Z"}]
     assert request["chainExpired"] == [{"start": "2024-11-17T14:00:00Z", "end": "2024-11-17T17:00:00Z"}]
+
+
+def test_a_window_ending_exactly_at_the_retention_cut_off_is_expired_whole_and_one_starting_there_is_kept_whole() -> (
+    None
+):
+    """Issue 18.9: the boundaries of ``split_at_retention`` (the cut-off is the oldest instant the service holds)."""
+    cutoff = datetime(2024, 11, 17, 14, tzinfo=UTC)
+    before, after = Chunk(cutoff - timedelta(hours=4), cutoff), Chunk(cutoff, cutoff + timedelta(hours=4))
+    assert retry_chain.split_at_retention([before, after], cutoff) == ([after], [before])  # no empty part either side
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "edge"})
+    finish(client, "edge", {**WITH_FAILURE, "failures": [{**FAILED, "chunk": before.span_json()}]})
+    at_cutoff = call(
+        retry_chain.retry_failed(client, "edge", cutoff + timedelta(days=DAYS), MemorySink(), settings=LOOKBACK,
+                                 resolve=resolve)
+    )  # fmt: skip
+    assert (at_cutoff.status, at_cutoff.body["error"]["rule"]) == (400, "retention"), at_cutoff.body
+    assert len(client.started) == 1  # nothing started: an empty window would have "collected" 0 records

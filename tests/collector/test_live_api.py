@@ -57,6 +57,7 @@ def test_summary_carries_the_header_and_the_grid_of_a_running_collection() -> No
         "assumedHours": 24.0,
         "provisional": [{"start": "2024-11-17T12:00:00Z", "end": "2024-11-18T10:00:00Z"}],
         "settledAfter": "2024-11-19T10:00:00Z",
+        "final": False,
     }
     grid = body["grid"]
     assert grid["cells"] == 6 and grid["intervalSeconds"] == 4 * 3600
@@ -194,3 +195,21 @@ def test_a_terminated_collection_shows_nothing_in_flight() -> None:
     assert expand(body["grid"]["states"]) == "fppppp" and body["grid"]["lanes"] == []
     assert (body["budget"]["held"], body["budget"]["asking"], body["budget"]["state"]) == (0, 0, None)
     assert body["failures"] == running["failures"]  # what failed stays shown
+
+
+def test_a_settling_collection_says_until_when_and_a_settled_one_what_arrived_late() -> None:
+    client = FakeClient()
+    start(client, {**BODY, "collectionId": "settle-1", "settle": True})
+    window = running_window(client, "settle-1")
+    until = "2024-11-19T12:00:00Z"
+    client.instances["settle-1"].custom_status = json.dumps(
+        {**window.status(), "settling": {"until": until, "windows": 6}}
+    )
+    body = call(service.collection_summary(client, "settle-1")).body
+    assert body["settling"] == {"until": until, "windows": 6}
+    assert body["settled"] is None
+    settled = {"firstStartedAt": "a", "startedAt": "b", "windows": 6, "late": 12}
+    client.instances["settle-1"].output = json.dumps({**window.output(None), "settled": settled})
+    client.instances["settle-1"].runtime_status = SimpleNamespace(value="Completed")
+    body = call(service.collection_summary(client, "settle-1")).body
+    assert body["settling"] is None and body["settled"] == settled

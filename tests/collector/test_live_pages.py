@@ -84,3 +84,20 @@ def test_a_bad_id_gets_no_page() -> None:
     page = view.collection_page._function.get_user_function()
     response = page(req=_request("../etc"))
     assert response.status_code == 400 and b'"field": "id"' in response.get_body()
+
+
+def test_the_collection_page_carries_the_operators_queries_under_its_policy() -> None:
+    """The live page's "Logs (KQL)" shows docs/operations.md's queries; they are inlined into the page's one script,
+    which the Content-Security-Policy allows by hash."""
+    import json as json_module
+
+    from http_api.view import page
+    from shared.log_fields import KQL
+
+    served = page("collection")
+    body = served.body.decode()
+    assert 'id="kql"' in body and "/*KQL*/" not in body
+    script = body.split("<script>", 1)[1].split("</script>", 1)[0]
+    assert json_module.dumps(KQL) in script
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in served.headers["Content-Security-Policy"]

@@ -132,7 +132,8 @@ def test_the_readme_documents_every_setting_the_app_reads() -> None:
     env = _RecordingEnv()
     Settings.from_env(env)
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    assert sorted(name for name in env.asked if f"`{name}`" not in readme) == []
+    undocumented = env.asked - set(PLATFORM_SETTINGS)  # the platform's own: docs/deploy.md tells them
+    assert sorted(name for name in undocumented if f"`{name}`" not in readme) == []
 
 
 def test_a_summary_name_gives_back_its_window_even_with_microseconds() -> None:

@@ -19,6 +19,7 @@ from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.replay_driver import ReplayDriver, orchestrator_handle
 from tests.collector.test_orchestrator_replay import (
     START,
+    TENANT,
     collected_ids,
     exchange_activities,
     graph_activities,
@@ -74,3 +75,22 @@ def test_fewer_slots_than_k_cap_the_work_and_nothing_is_carried_across_execution
     raised = [e for e in result.history if event_type(e) == EventType.EVENT_RAISED]
     sent = [e for e in result.history if event_type(e) == EventType.EVENT_SENT]
     assert 0 < len(raised) <= len(sent)
+
+
+@pytest.mark.parametrize("guid", ["0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", None])
+def test_the_budget_is_the_tenant_guids_and_an_input_without_one_keeps_the_spelling_it_started_with(
+    guid: str | None,
+) -> None:
+    """Issue 18.3: every spelling of a tenant shares the budget of its GUID; an input written before the GUID was
+    carried replays against the entity its lanes already hold slots of."""
+    n, k = 4, 2
+    records = synthetic(START, n, 6)
+    start = payload("exchange", n, k, **budget(k))
+    if guid is not None:
+        start["spec"]["tenantGuid"] = guid
+    driver = ReplayDriver(
+        orchestrator_handle(), exchange_activities(FakeSearchApi(records), MemorySink()), budget_capacity=k
+    )
+    driver.start(start)
+    assert driver.run().status is RuntimeStatus.COMPLETED
+    assert driver.entity_targets == {f"@tenant_budget@{guid or TENANT}:exchange"}

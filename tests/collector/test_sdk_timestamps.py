@@ -67,6 +67,19 @@ def test_edge_timestamps_parse_the_same(text: str) -> None:
     assert_same(text)
 
 
+@given(moment=moments, extra=st.integers(0, 9))
+@example(moment=datetime(2024, 11, 18, 12, 0, 0, 120000, tzinfo=UTC), extra=0)  # "...00.12", "...00.1" without its 2
+def test_a_timestamp_without_a_zone_is_left_to_dateutil(moment: datetime, extra: int) -> None:
+    # Not a form the extension writes: dateutil reads it as a naive datetime, and so must the SDK. Only text ending in
+    # "Z" may take the fast path (which attaches UTC); cutting the last character of a zone-less text often still
+    # leaves valid ISO ("...00.12" -> "...00.1"), so a check on the shape alone would return the wrong instant.
+    for text in dotnet_forms(moment, extra):
+        zoneless = text.removesuffix("Z")
+        fast, slow = parse_history_timestamp(zoneless), dateutil_parse(zoneless)
+        assert slow.tzinfo is None
+        assert (fast, fast.tzinfo) == (slow, None), zoneless
+
+
 @pytest.mark.parametrize(
     "text", ["2024-11-18T12:00:00+01:00", "2024-11-18T12:00:00.5-08:00", "2024-11-18T12:00:00", "Nov 18 2024 12:00 UTC"]
 )

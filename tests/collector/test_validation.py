@@ -6,10 +6,10 @@ from typing import Any
 import pytest
 
 from shared.settings import Settings
-from shared.validation import InvalidRequest, validate_collection_request
+from shared.validation import CollectionRequest, InvalidRequest, validate_collection_request
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
-SETTINGS = Settings(max_chunks=100, max_concurrency=5, max_filter_values=3, retention_days=180)
+SETTINGS = Settings(max_chunks=100, max_concurrency=5, max_filter_values=3, retention_days=180, max_lookback_days=300)
 
 
 def good(**overrides: Any) -> dict[str, Any]:
@@ -211,3 +211,20 @@ def test_an_invisible_character_error_names_the_code_point() -> None:
     with pytest.raises(InvalidRequest) as caught:
         validate_collection_request(good(filters={"keyword": "a\u202eb"}), SETTINGS, NOW)
     assert "U+202E" in caught.value.message
+
+
+def test_settle_is_asked_per_request_with_a_default_from_settings() -> None:
+    assert validate_collection_request(good(), SETTINGS, NOW).settle is False
+    assert validate_collection_request(good(settle=True), SETTINGS, NOW).settle is True
+    eager = Settings(max_chunks=100, max_concurrency=5, settle_default=True)
+    assert validate_collection_request(good(), eager, NOW).settle is True
+    assert validate_collection_request(good(settle=False), eager, NOW).settle is False
+    with pytest.raises(InvalidRequest) as raised:
+        validate_collection_request(good(settle="yes"), SETTINGS, NOW)
+    assert (raised.value.field, raised.value.rule) == ("settle", "type")
+    assert CollectionRequest.from_json(validate_collection_request(good(settle=True), SETTINGS, NOW).to_json()).settle
+
+
+def test_the_settle_default_setting_is_read() -> None:
+    assert Settings.from_env({"COLLECTOR_SETTLE_DEFAULT": "true"}).settle_default is True
+    assert Settings.from_env({}).settle_default is False

@@ -317,3 +317,23 @@ def test_the_next_check_counts_from_when_the_last_was_issued_not_from_its_answer
     window.now = T0 + timedelta(seconds=230)  # an answer later than the next check was due (200 + 20)
     (late,) = window.on_result(0, PENDING)
     assert late.until == window.now  # due at once
+
+
+def test_a_check_delayed_by_a_host_outage_does_not_teach_the_outage_as_a_running_time() -> None:
+    """A query submitted before the host went down for five hours and checked after it restarted: what the window
+    learns is when it planned to check (the query was done by then, as far as anyone knows), not the five hours.
+    Learning the outage made every later query's first check wait four and a half hours (a follower caught up after
+    kill -9 stalled on it)."""
+    options = {"poll_interval_seconds": 30, "poll_min_interval_seconds": 5, "poll_max_interval_seconds": 300}
+    window = CollectionWindow(spec(3, 1, **options), now=T0)
+    window.fill()
+    (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
+    assert wait.after(T0) == 30
+    window.now = wait.until + timedelta(hours=5)  # the timer fires once the host is back
+    (check,) = window.on_timer(0)
+    assert isinstance(check, CallActivity)
+    assert window.on_result(0, collected(check)) == []
+    assert window.state.durations == [30.0]
+    (submit,) = window.fill()
+    (wait,) = window.on_result(submit.lane, ActivityResult.success({"queryId": "q-1"}))
+    assert wait.after(window.now) == 27  # 0.9 x 30 s, not 0.9 x five hours

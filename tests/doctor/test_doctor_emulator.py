@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from azure.storage.blob import BlobServiceClient
 
-from m365_emulator import AppRegistration, Emulator
+from m365_emulator import AppRegistration, Emulator, IngestionSettings
 from shared.doctor import Outcome, run_doctor
 from shared.doctor.model import PROBE_ORDER, DoctorReport
 from tests.doctor.conftest import (
@@ -58,9 +58,10 @@ def test_all_ok_on_the_pessimistic_defaults_with_notes_on_how_the_service_behave
     assert "nextLink followed 0" not in paging
     assert "was refused" in detail(report, "exchange.anchor")  # the GUID form, on the default emulator
     assert "blob container " + container in detail(report, "storage")
-    # One tiny query created (and, DELETE being unsupported, left); nothing left in the output container.
-    assert knobs.stats.queries_created[TENANT] == created + 1
-    assert knobs.stats.deletes_refused[TENANT] == refused + 1
+    # Three tiny queries created (the probe query and the two of graph.filters; DELETE being unsupported, left);
+    # nothing left in the output container.
+    assert knobs.stats.queries_created[TENANT] == created + 3
+    assert knobs.stats.deletes_refused[TENANT] == refused + 3
     blobs = BlobServiceClient.from_connection_string(azurite_connection_string).get_container_client(container)
     assert [b.name for b in blobs.list_blobs()] == []
 
@@ -70,6 +71,7 @@ def test_all_ok_with_the_friendly_knobs(knobs: Emulator, tmp_path: Path) -> None
     knobs.config.exchange.anchor_accepts_tenant_id = True
     knobs.config.graph.list_filter = "honour"
     knobs.config.graph.delete_supported = True
+    knobs.config.ingestion = IngestionSettings.immediate()  # the last hours are searchable: one window, one page
     deleted = knobs.stats.queries_deleted[TENANT]
 
     report = run_doctor(app_env(knobs, folder_output(tmp_path / "out")), DOMAIN)
@@ -77,7 +79,7 @@ def test_all_ok_with_the_friendly_knobs(knobs: Emulator, tmp_path: Path) -> None
     assert set(outcomes(report).values()) == {"ok"}, report.lines()
     assert "was honoured" in detail(report, "graph.list")
     assert detail(report, "graph.delete").startswith("DELETE answered 2xx")
-    assert knobs.stats.queries_deleted[TENANT] == deleted + 1
+    assert knobs.stats.queries_deleted[TENANT] == deleted + 3
     assert "one page of" in detail(report, "exchange.paging")
     assert "nextLink followed 0 times" in detail(report, "exchange.paging")
     assert f"@{TENANT} was routed" in detail(report, "exchange.anchor")

@@ -68,7 +68,7 @@ def test_differs_lines_say_so_and_only_failures_fail_a_run() -> None:
     assert report.ok
     assert DIFFERS_PREFIX + "x" in report.result("graph.list").line
     assert report.to_json()["results"][1]["detail"] == DIFFERS_PREFIX + "x"
-    assert report.counts() == {"ok": 1, "failed": 0, "differs": 1, "skipped": 1}
+    assert report.counts() == {"ok": 1, "failed": 0, "warning": 0, "differs": 1, "skipped": 1}
     failing = DoctorReport("t", "graph", (*results, ProbeResult("storage", Outcome.FAILED, "no", "fix it")), 1.0)
     assert not failing.ok and failing.lines()[-1].endswith("something failed")
     assert failing.to_json()["results"][-1] == {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
+from datetime import datetime
 
 import pytest
 
@@ -25,6 +26,7 @@ def make_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeEmulator]:
             records_per_hour: float = 60.0,
             configure: Callable[[EmulatorConfig], None] | None = None,
             register: bool = True,
+            clock: Callable[[], datetime] | None = None,
         ) -> Emulator:
             config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=23, records_per_hour=records_per_hour)])
             config.graph.completion_delay_seconds = 0.05
@@ -33,7 +35,7 @@ def make_emulator(monkeypatch: pytest.MonkeyPatch) -> Iterator[MakeEmulator]:
             config.faults.retry_after_seconds = 0
             if configure is not None:
                 configure(config)
-            running = stack.enter_context(run_emulator(config))
+            running = stack.enter_context(run_emulator(config, clock=clock))
             if register:
                 running.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
             return running

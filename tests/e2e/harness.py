@@ -23,6 +23,7 @@ from typing import Any
 import requests
 
 from m365_emulator import Emulator
+from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "3c9e1f2a-5b6d-4e7f-8a90-1b2c3d4e5f60"
@@ -47,6 +48,7 @@ def base_env(emulator: Emulator, output: Path, app_dir: Path = REPO) -> dict[str
         **os.environ,
         "PYTHONPATH": str(app_dir),
         "PYTHONUNBUFFERED": "1",
+        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
         "AUDIT_CLIENT_ID": CLIENT,
         "AUDIT_CLIENT_SECRET": SECRET,
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,
@@ -155,17 +157,25 @@ def serve(
     extra_args: tuple[str, ...] = (),
     *,
     app_dir: Path = REPO,
+    clock_file: Path | None = None,
+    store: str = "memory",
 ) -> Iterator[Host]:
     """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess.
 
     ``app_dir`` serves another checkout of this repository (its engine and app), e.g. a baseline for a benchmark.
+    ``clock_file``: the host and the app run on the wall clock plus the offset this file holds (an
+    ``OffsetFileClock``; give the emulator the same clock), so a test moves their time by advancing it.
+    ``store``: ``memory`` or a SQLite file (a host killed and started again on it resumes its orchestrations).
     """
     port = free_port()
     output = workdir / "output"
     env = {**base_env(emulator, output, app_dir), **(extra_env or {})}
+    if clock_file is not None:
+        env["COLLECTOR_CLOCK_FILE"] = str(clock_file)
+        extra_args = (*extra_args, "--clock-file", str(clock_file))
     log_path = workdir / "host.log"
     command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port)]
-    command += ["--store", "memory", "--max-polling-interval", "0.02", "--drain-timeout", "5", *extra_args]
+    command += ["--store", store, "--max-polling-interval", "0.02", "--drain-timeout", "5", *extra_args]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
     host = Host(f"http://127.0.0.1:{port}", output, log_path, process.pid)

@@ -3,6 +3,7 @@ status Failed, a reason naming the setting or permission, and (with deletion on)
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from datetime import datetime, timedelta
@@ -124,3 +125,29 @@ def test_a_wrong_anchor_mailbox_fails_the_collection_naming_the_tenant_rule(
     reason = summary["reason"]
     assert isinstance(reason, dict) and reason["kind"] == "routing"
     assert "ErrorIncorrectRoutingHint" in reason["message"] and "onmicrosoft.com" in reason["message"]
+
+
+def test_a_tenant_with_auditing_off_fails_the_collection_at_once_with_the_fix(
+    make_emulator: MakeEmulator, tmp_path: Path
+) -> None:
+    """Graph answers every create 400 UnknownError with "Status":"AuditingDisabledTenant": one answer dooms them all."""
+
+    def auditing_off(config: EmulatorConfig) -> None:
+        config.tenants[0] = dataclasses.replace(config.tenants[0], auditing_enabled=False)
+
+    emulator = make_emulator(configure=auditing_off)
+    end = START + timedelta(hours=CHUNKS)
+    with serve(emulator, tmp_path) as host:
+        assert host.post(body(end, interval=60, k=3, collectionId="auditoff")).status_code == 202
+        summary = host.wait("auditoff")
+        manifest = host.manifest("auditoff")
+    _check_stopped_early(summary)
+    reason = summary["reason"]
+    assert isinstance(reason, dict) and reason["kind"] == "auditing_disabled", reason
+    assert "AuditingDisabledTenant" in reason["message"]
+    assert "Set-AdminAuditLogConfig -UnifiedAuditLogIngestionEnabled $true" in reason["fix"]
+    assert "Start recording user and admin activity" in reason["fix"]
+    assert manifest["reason"]["kind"] == "auditing_disabled"
+    assert manifest["reason"]["fix"] == reason["fix"]
+    _check_manifest_reports_the_windows_never_run(manifest, end)
+    assert emulator.stats.queries_created[TENANT] == 0

@@ -75,6 +75,8 @@ MALFORMED: list[tuple[str, Any, str, str]] = [
     ("tenant trailing space", good(tenantId=f"{TENANT} "), "tenantId", "whitespace"),
     ("keyword bidi override", good(filters={"keyword": "a\u202eb"}), "filters.keyword", "characters"),
     ("operation line separator", good(filters={"operations": ["Send\u2028"]}), "filters.operations", "characters"),
+    # Issue 18: a domain the sign-in authority does not know names no tenant (and so no budget).
+    ("tenant domain unknown", good(tenantId="no-such-tenant.onmicrosoft.com"), "tenantId", "not_found"),
 ]
 
 

@@ -8,15 +8,21 @@ call retries what is still failed (the previous retry's failures), as the next l
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import pytest
 import requests
 
-from m365_emulator import EmulatorConfig
+from durable_local.faults import CrashPoint
+from durable_local.host import LocalHost
+from m365_emulator import Emulator, EmulatorConfig
 from tests.e2e.conftest import MakeEmulator
-from tests.e2e.harness import START, TENANT, Host, body, serve
+from tests.e2e.harness import REPO, START, TENANT, Host, base_env, body, serve
 
 CALLS = 20
 
@@ -97,3 +103,66 @@ def test_concurrent_retry_failed_calls_start_one_retry_per_link_of_the_chain(
     assert first_chain["totals"]["records"] == len(truth) - len(emulator.ground_truth_ids(TENANT, *bad[1]))
     assert len(ids) == len(set(ids)) and sorted(ids) == sorted(truth)
     assert sorted(host.chunk_ids(second)) == sorted(emulator.ground_truth_ids(TENANT, *bad[1]))
+
+
+TRIALS = 10
+START_ROW_DELAY = 0.3
+"""Seconds between a start's ExecutionStarted message and its Instances row (crash point C10): DTFx writes the row
+after the message, and a start that checks for the instance within that window does not see it. On Azure the window
+is one storage round trip; the delay makes it wide enough that 20 concurrent calls land in it in every trial."""
+
+
+@pytest.fixture
+def in_process_host(make_emulator: MakeEmulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The collector app on a local host in this process (so a test can reach its engine's crash points)."""
+
+    def serve_here(emulator: Emulator, extra: dict[str, str]) -> LocalHost:
+        for name, value in {**base_env(emulator, tmp_path / "output"), **extra}.items():
+            monkeypatch.setenv(name, value)
+        host = LocalHost(
+            REPO,
+            port=0,
+            store="memory",
+            settings_overrides={"max_queue_polling_interval": timedelta(milliseconds=20)},
+            drain_timeout=5,
+        )
+        host.start()
+        hosts.append(host)
+        return host
+
+    hosts: list[LocalHost] = []
+    yield serve_here
+    for host in hosts:
+        host.stop()
+
+
+def test_twenty_concurrent_retry_failed_calls_answer_one_202_in_every_trial(
+    make_emulator: MakeEmulator, in_process_host: Any
+) -> None:
+    """Issue 18.5: with starts as slow to become visible as DTFx allows, the Durable start's refusal of a running
+    instance cannot make concurrent calls exactly-once; the chain's claim of the next link does."""
+    bad = (START + timedelta(hours=1), START + timedelta(hours=2))
+
+    def fail_one_window(config: EmulatorConfig) -> None:
+        config.faults.fail_query_windows = (bad,)
+
+    emulator = make_emulator(configure=fail_one_window)
+    host = in_process_host(emulator, {"COLLECTOR_MAX_ATTEMPTS": "1"})
+    base = host.base_url
+    host.engine.faults.arm(
+        CrashPoint.C10_CLIENT_AFTER_START_ENQUEUE,
+        times=10**6,
+        when=lambda context: "-retry-" in str(context.get("instance_id")),
+        action=lambda _: time.sleep(START_ROW_DELAY),
+    )
+    served = Host(base, Path(), Path())
+    assert served.post(body(START + timedelta(hours=2), k=2, collectionId="storm")).status_code == 202
+    assert served.wait("storm")["status"] == "CompletedWithFailures"
+    accepted: list[int] = []
+    for trial in range(1, TRIALS + 1):
+        answers = _retry_together(served, ["storm"] * CALLS)
+        statuses = sorted(a.status_code for a in answers)
+        accepted.append(statuses.count(202))
+        assert {a.json()["collectionId"] for a in answers} == {f"storm-retry-{trial}"}, [a.text for a in answers]
+        assert served.wait(f"storm-retry-{trial}")["status"] == "CompletedWithFailures"
+    assert accepted == [1] * TRIALS, accepted

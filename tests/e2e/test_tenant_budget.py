@@ -27,7 +27,7 @@ import requests
 from m365_emulator import Emulator, EmulatorConfig
 from shared.models import parse_iso
 from tests.e2e.conftest import MakeEmulator
-from tests.e2e.harness import START, TENANT, WEBHOOKS, Host, body, serve
+from tests.e2e.harness import DOMAIN, START, TENANT, WEBHOOKS, Host, body, serve
 from tests.e2e.test_window_concurrency import mean_before_tail
 
 B = 3
@@ -82,8 +82,10 @@ def hours(first: int, count: int) -> tuple[datetime, datetime]:
     return START + timedelta(hours=first), START + timedelta(hours=first + count)
 
 
-def start_collection(host: Host, collection_id: str, window: tuple[datetime, datetime], k: int = B) -> None:
-    request = body(window[1], start=window[0], interval=60, k=k, collectionId=collection_id)
+def start_collection(
+    host: Host, collection_id: str, window: tuple[datetime, datetime], k: int = B, tenant: str = TENANT
+) -> None:
+    request = body(window[1], start=window[0], interval=60, k=k, collectionId=collection_id, tenantId=tenant)
     response = host.post(request)
     assert response.status_code == 202, response.text
 
@@ -226,3 +228,22 @@ def test_kill_9_of_the_host_while_slots_are_held_loses_or_doubles_no_slot(
     assert final["reclaimed"] == 0  # none lost: every slot held at the crash was renewed or released in time
     assert (final["leases"], final["waiters"], final["peak"]) == ([], [], 2), final
     assert final["granted"] == final["released"] == 8 and before["granted"] < 8, (before, final)
+
+
+def test_two_spellings_of_one_tenant_share_one_budget(make_emulator: MakeEmulator, tmp_path: Path) -> None:
+    """Issue 18.3: a collection naming the tenant by its GUID and one naming it by its domain drew on two budgets (6
+    queries at once with B = 3). The budget is keyed by the tenant's GUID, whatever the spelling."""
+    emulator = make_emulator(records_per_hour=30.0, configure=server_limit(B, 1.5, 1.0))
+    windows = {"by-guid": (hours(0, 6), TENANT), "by-domain": (hours(10, 6), DOMAIN)}
+    with serve(emulator, tmp_path, budget_env()) as host:
+        for collection_id, (window, tenant) in windows.items():
+            start_collection(host, collection_id, window, tenant=tenant)
+        summaries = {collection_id: host.wait(collection_id) for collection_id in windows}
+        final = budget_state(host)
+    key = (TENANT, "graph")
+    assert emulator.stats.concurrency_429[key] == 0, emulator.stats.concurrency_429
+    assert emulator.stats.peak_concurrency[key] <= B
+    assert all(s["status"] == "Completed" for s in summaries.values()), summaries
+    assert final["peak"] == B and final["granted"] == final["released"] == 12, final  # one budget held all 12
+    for collection_id, (window, _) in windows.items():
+        assert_exact(host, emulator, [collection_id], window)

@@ -97,6 +97,7 @@ def test_unknown_tenant_is_aadsts90002(emu: Emulator) -> None:
         msal_app(emu, tenant=other)  # msal hides the body of the failed OpenID discovery ...
     discovery = requests.get(f"{emu.base_url}/{other}/v2.0/.well-known/openid-configuration", verify=emu.ca_bundle)
     assert discovery.status_code == 400 and "AADSTS90002" in discovery.json()["error_description"]  # ... which says it
+    assert discovery.json()["error"] == "invalid_tenant"  # as Entra's discovery endpoint names it
     response = requests.post(
         f"{emu.base_url}/{other}/oauth2/v2.0/token",
         data={"grant_type": "client_credentials", "client_id": CLIENT, "client_secret": "x", "scope": GRAPH_SCOPE},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -112,7 +114,7 @@ def test_top_is_honoured_up_to_the_maximum_page(emu: Emulator, graph: requests.S
 FILTERS = [
     ({"recordTypeFilters": ["sharePointFileOperation"]}, {"record_types": ["sharePointFileOperation"]}),
     ({"operationFilters": ["UserLoginFailed", "Send"]}, {"operations": ["UserLoginFailed", "Send"]}),
-    ({"serviceFilters": ["MicrosoftTeams"]}, {"services": ["MicrosoftTeams"]}),
+    ({"serviceFilter": "MicrosoftTeams"}, {"services": ["MicrosoftTeams"]}),
     ({"keywordFilter": "Budget.xlsx"}, {"keyword": "Budget.xlsx"}),
 ]
 
@@ -191,18 +193,98 @@ def test_delete_when_supported_frees_the_query_and_later_calls_are_404(graph: re
 
 
 def test_an_unknown_body_property_is_rejected(graph: requests.Session, emu: Emulator) -> None:
-    body = {"filterStartDateTime": _z(T0), "filterEndDateTime": _z(T0 + timedelta(hours=1)), "serviceFilter": "x"}
+    body = {"filterStartDateTime": _z(T0), "filterEndDateTime": _z(T0 + timedelta(hours=1)), "sortOrder": "x"}
     response = graph.post(queries_url(emu), json=body)
     assert response.status_code == 400
-    assert "The property 'serviceFilter' does not exist on type" in response.json()["error"]["message"]
+    assert "The property 'sortOrder' does not exist on type" in response.json()["error"]["message"]
     assert emu.stats.queries_created[TENANT] == 0
 
 
 def test_a_tolerated_unknown_property_silently_filters_nothing(graph: requests.Session, emu: Emulator) -> None:
-    emu.config.graph.reject_unknown_properties = False  # the worse plausible service: the filter does nothing
+    emu.config.graph.reject_unknown_properties = False  # the worse plausible service: the property does nothing
     start, end = T0, T0 + timedelta(hours=2)
-    records = collect(graph, emu, start, end, serviceFilter="OneDrive")
+    records = collect(graph, emu, start, end, serviceFilterz="OneDrive")
     assert [r["id"] for r in records if r["createdDateTime"] < _z(end)] == emu.ground_truth_ids(TENANT, start, end)
+
+
+@pytest.mark.parametrize(
+    ("mode", "singular_applies", "plural_applies"),
+    [("singular", True, False), ("plural", False, True), ("both", True, True), ("neither", False, False)],
+)
+def test_both_service_filter_names_are_accepted_and_the_knob_says_which_is_honoured(
+    graph: requests.Session, emu: Emulator, mode: str, singular_applies: bool, plural_applies: bool
+) -> None:
+    """The evidence conflicts (CSDL: serviceFilters; create doc and production clients: serviceFilter)."""
+    emu.config.graph.service_filter = mode
+    start, end = T0, T0 + timedelta(hours=3)
+    everything = emu.ground_truth_ids(TENANT, start, end)
+    teams = emu.ground_truth_ids(TENANT, start, end, services=["MicrosoftTeams"])
+    for body, applies in (
+        ({"serviceFilter": "MicrosoftTeams"}, singular_applies),
+        ({"serviceFilters": ["MicrosoftTeams"]}, plural_applies),
+    ):
+        records = collect(graph, emu, start, end, **body)
+        assert [r["id"] for r in records if r["createdDateTime"] < _z(end)] == (teams if applies else everything), body
+    echoed = create(graph, emu, start, end, serviceFilter="Exchange")
+    assert echoed["serviceFilter"] == "Exchange"
+
+
+def test_the_singular_service_filter_must_be_a_string(graph: requests.Session, emu: Emulator) -> None:
+    body = {"filterStartDateTime": _z(T0), "filterEndDateTime": _z(T0 + timedelta(hours=1)), "serviceFilter": ["x"]}
+    response = graph.post(queries_url(emu), json=body)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == "Invalid request data: serviceFilter must be a string."
+
+
+def test_a_tenant_with_auditing_off_refuses_query_creation_as_the_service_does() -> None:
+    config = make_config()
+    config.tenants[0] = dataclasses.replace(config.tenants[0], auditing_enabled=False)
+    with run_emulator(config) as emu:
+        emu.register_app(AppRegistration(TENANT, "app", client_secret=SECRET))
+        graph = session_for(emu, GRAPH_SCOPE, "app")
+        body = {"filterStartDateTime": _z(T0), "filterEndDateTime": _z(T0 + timedelta(hours=1))}
+        response = graph.post(queries_url(emu), json=body)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["code"] == "UnknownError"
+        assert json.loads(error["message"])["Status"] == "AuditingDisabledTenant"  # a JSON string inside the message
+        assert emu.stats.queries_created[TENANT] == 0
+        assert graph.get(queries_url(emu)).status_code == 200  # listing still works
+        emu.add_tenant(dataclasses.replace(config.tenants[0], auditing_enabled=True))  # turned on: queries again
+        assert graph.post(queries_url(emu), json=body).status_code == 201
+
+
+def test_a_leaking_service_returns_records_outside_the_filters(graph: requests.Session, emu: Emulator) -> None:
+    emu.config.graph.filter_leak_rate = 0.2
+    start, end = T0, T0 + timedelta(hours=6)
+    wanted = set(emu.ground_truth_ids(TENANT, start, end, operations=["FileAccessed"]))
+    everything = emu.ground_truth_ids(TENANT, start, end)
+    got = [r["id"] for r in collect(graph, emu, start, end, operationFilters=["FileAccessed"])]
+    inside = [i for i in got if i in set(everything)]
+    leaked = [i for i in inside if i not in wanted]
+    assert wanted <= set(inside)  # nothing asked for is missing
+    assert 0.1 * (len(everything) - len(wanted)) < len(leaked) < 0.3 * (len(everything) - len(wanted))
+    assert got == collect_ids(graph, emu, start, end, operationFilters=["FileAccessed"])  # stable per record
+
+
+def collect_ids(graph: requests.Session, emu: Emulator, start: datetime, end: datetime, **filters: Any) -> list[str]:
+    return [r["id"] for r in collect(graph, emu, start, end, **filters)]
+
+
+def test_a_per_workload_permission_narrows_what_a_query_returns(emu: Emulator) -> None:
+    emu.register_app(
+        AppRegistration(
+            TENANT, "exo-only", client_secret=SECRET, graph_permissions=("AuditLogsQuery-Exchange.Read.All",)
+        )
+    )
+    graph = session_for(emu, GRAPH_SCOPE, "exo-only")
+    start, end = T0, T0 + timedelta(hours=3)
+    got = [r["id"] for r in collect(graph, emu, start, end) if r["createdDateTime"] < _z(end)]
+    assert got == emu.ground_truth_ids(TENANT, start, end, services=["Exchange"])
+    assert len(got) < len(emu.ground_truth_ids(TENANT, start, end))
+    emu.config.graph.narrow_to_permissions = False  # the friendlier knob: the role reads everything
+    wide = [r["id"] for r in collect(graph, emu, start, end) if r["createdDateTime"] < _z(end)]
+    assert wide == emu.ground_truth_ids(TENANT, start, end)
 
 
 def test_missing_permission_is_403_naming_it(emu: Emulator) -> None:

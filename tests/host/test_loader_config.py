@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from durable_local.host.config import HostConfigError, apply_local_settings, load_host_json
+from durable_local.host.config import HostConfigError, apply_local_settings, hub_name_of, load_host_json
 from durable_local.host.host import check_client_task_hubs
 from durable_local.host.loader import AppLoadError, load_app
 from tests.host.conftest import APPS
@@ -91,7 +92,7 @@ def test_missing_script_and_import_errors_are_clear(tmp_path: Path) -> None:
 
 def test_host_json_settings() -> None:
     settings = load_host_json(APPS / "basic")
-    assert settings.hub_name == "BasicHub"
+    assert settings.hub_name_setting == "BasicHub" and hub_name_of(settings, {}) == "BasicHub"
     assert settings.max_concurrent_activities == 4
     assert settings.partition_count == 2
     assert settings.max_queue_polling_interval == 1.0
@@ -103,18 +104,18 @@ def test_host_json_settings() -> None:
 def test_host_json_defaults_and_errors(tmp_path: Path) -> None:
     assert load_host_json(tmp_path).route_prefix == "api"
     (tmp_path / "host.json").write_text(
-        json.dumps({"extensions": {"durableTask": {"maxConcurrentActivityFunctions": 0}}})
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"maxConcurrentActivityFunctions": 0}}})
     )
     with pytest.raises(HostConfigError, match="maxConcurrentActivityFunctions"):
         load_host_json(tmp_path)
     assert load_host_json(APPS / "basic").store_inputs_in_orchestration_history is False
     (tmp_path / "host.json").write_text(
-        json.dumps({"extensions": {"durableTask": {"storeInputsInOrchestrationHistory": 1}}})
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"storeInputsInOrchestrationHistory": 1}}})
     )
     with pytest.raises(HostConfigError, match="storeInputsInOrchestrationHistory"):
         load_host_json(tmp_path)
     (tmp_path / "host.json").write_text(
-        json.dumps({"extensions": {"durableTask": {"storeInputsInOrchestrationHistory": True}}})
+        json.dumps({"version": "2.0", "extensions": {"durableTask": {"storeInputsInOrchestrationHistory": True}}})
     )
     assert load_host_json(tmp_path).store_inputs_in_orchestration_history is True
 
@@ -148,3 +149,18 @@ def test_durable_client_for_another_task_hub_is_refused(tmp_path: Path, monkeypa
         check_client_task_hubs(loaded, "MainHub")
     monkeypatch.setenv("OTHER_HUB", "mainhub")  # the same hub, spelt in another case: fine
     check_client_task_hubs(loaded, "MainHub")
+
+
+def test_the_host_tells_the_app_it_runs_locally_as_func_start_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Core Tools sets FUNCTIONS_CORETOOLS_ENVIRONMENT=true for the host and its workers; apps (and the Functions
+    host's own rules) take it as "local development", ahead of platform variables such as CONTAINER_NAME that a
+    developer's container may carry."""
+    from durable_local.host import LocalHost
+
+    monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
+    served = LocalHost(APPS / "basic", port=0, store="memory", drain_timeout=5)
+    served.start()
+    try:
+        assert os.environ.get("FUNCTIONS_CORETOOLS_ENVIRONMENT") == "true"
+    finally:
+        served.stop()

@@ -99,6 +99,10 @@ def test_entity_state_survives_an_engine_restart(engines: Engines) -> None:
     assert state is not None and json.loads(state.state or "null") == 5
     again = engines.finish(second, second.start_new("adder", input_json=client_input({"key": "p", "n": 3})))
     assert again == [6, 7, 8]
+    # The entity's checkpoint sends its answers first, then writes its history, then its Instances row (DTFx's
+    # order), so the caller can hold the answer 8 while the row still says 7 for a moment: wait for the row, which
+    # must then say 8 (a lost increment would leave 7, one applied twice 9).
+    assert wait_until(lambda: _row_state(second, "@tally@p") not in (None, "7"), timeout=TIMEOUT)
     row = second.get_status("@tally@p")
     assert row is not None and row.name == "@tally@p" and row.runtime_status is RuntimeStatus.RUNNING
     assert json.loads(row.input or "{}")["state"] == "8" and json.loads(row.custom_status or "") == {
@@ -153,6 +157,8 @@ def test_call_entity_inside_task_any_under_the_shim(engines: Engines, nudge: boo
     results = engines.finish(engine, engine.start_new("window_calls", input_json=client_input(spec)))
     assert results == [1] * len(keys)
     for key in keys:
+        # The last answer can arrive before its entity's row is written (answers first, then history and row).
+        assert wait_until(lambda k=key: engine.read_entity_state(EntityId.of("tally", k)) is not None)  # type: ignore[misc]
         state = engine.read_entity_state(EntityId.of("tally", key))
         assert state is not None and state.state == "1"  # each call ran exactly once
 
@@ -180,3 +186,9 @@ def sdk_input(value: object) -> str:
 def _ledger(engine: Engine, key: str) -> list[str] | None:
     found = engine.read_entity_state(EntityId.of("ledger", key))
     return None if found is None else json.loads(found.state or "null")
+
+
+def _row_state(engine: Engine, instance_id: str) -> str | None:
+    """The entity state its Instances row holds (``None`` without a row)."""
+    row = engine.get_status(instance_id)
+    return None if row is None else json.loads(row.input or "{}").get("state")

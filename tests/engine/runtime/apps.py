@@ -61,6 +61,21 @@ def counter(ctx: df.DurableOrchestrationContext) -> Any:
     return value
 
 
+def outlives_its_timer(ctx: df.DurableOrchestrationContext) -> Any:
+    """The collector's pattern: a timer races an activity, the activity wins, the execution continues as new; the
+    losing timer (cancelled, so it holds nothing open) still fires later, for an execution that no longer exists.
+    The next execution checkpoints twice (the second after a 30 s timer) before that, then waits an hour."""
+    if not ctx.get_input():
+        timer = ctx.create_timer(ctx.current_utc_datetime + timedelta(seconds=600))
+        yield ctx.task_any([ctx.call_activity("echo", "first"), timer])
+        timer.cancel()
+        ctx.continue_as_new(1)
+        return None
+    yield ctx.create_timer(ctx.current_utc_datetime + timedelta(seconds=30))
+    yield ctx.create_timer(ctx.current_utc_datetime + timedelta(seconds=3600))
+    return "done"
+
+
 def with_retry(ctx: df.DurableOrchestrationContext) -> Any:
     options = df.RetryOptions(first_retry_interval_in_milliseconds=10, max_number_of_attempts=3)
     result = yield ctx.call_activity_with_retry("flaky", options, ctx.get_input())
@@ -178,6 +193,7 @@ class Activities:
                 "wait_event": wait_event,
                 "parent": parent,
                 "counter": counter,
+                "outlives_its_timer": outlives_its_timer,
                 "with_retry": with_retry,
                 "catches": catches,
                 "window": window,

@@ -6,6 +6,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -111,3 +112,11 @@ def raised_message(instance_id: str, execution_id: str | None, name: str = "go",
 def completed_message(instance_id: str, execution_id: str | None, task_id: int, *, at: datetime = T0) -> TaskMessage:
     event = history.task_completed(timestamp=at, task_scheduled_id=task_id, result='"r"')
     return TaskMessage(instance_id, execution_id, event)
+
+
+@pytest.fixture
+def world() -> Iterator[Any]:
+    """Successive engines over one store and one manual clock (``world.World``)."""
+    from .world import open_world  # world.py imports this module
+
+    yield from open_world()

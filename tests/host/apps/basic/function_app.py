@@ -94,6 +94,11 @@ def echo(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
     return func.HttpResponse(json.dumps(body), mimetype="application/json")
 
 
+@app.route(route="url", methods=["GET"])
+def url(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse(json.dumps({"url": req.url}), mimetype="application/json")
+
+
 @app.route(route="text", methods=["GET"])
 async def text(req: func.HttpRequest) -> str:
     return "plain " + req.params.get("q", "")

@@ -1,0 +1,173 @@
+"""Tenant-budget slots from the HTTP edge (``cancel`` gives a collection's back, ``doctor`` takes one).
+
+An HTTP trigger holds a Durable client, which can only signal an entity and read its state: it cannot call one and
+wait for the answer as an orchestration does. So a slot is asked for the way a lane asks, with the same operations,
+and the answer is read from the state: ``acquire`` is signalled, and the holder is granted once it is among the
+state's ``leases`` (queued while among its ``waiters``); a queued holder signals ``acquire`` again every poll period
+(a grant is only ever made to a holder that asks, and a queue place lapses when its holder stops asking). Signals
+reach the entity through its queue, which the task hub polls, so every wait here is bounded and the answer says what
+it saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from http_api.common import DurableClient
+from orchestrators.budget_entity import entity_id
+from shared.budget_wire import BudgetOptions, collection_of, holder_id
+from shared.models import JsonDict
+
+_T = TypeVar("_T")
+
+BudgetToken = Callable[[str, str], str]
+"""(collection id, source) -> the token the budget entity expects with that collection's operations ("" for none)."""
+
+
+def no_token(collection: str, source: str) -> str:
+    return ""
+
+
+def _with_token(data: JsonDict, token: str) -> JsonDict:
+    return {**data, "token": token} if token else data
+
+
+RELEASE_WAIT_SECONDS = 10.0
+ASK_EVERY_SECONDS = 1.0
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.02, 0.5
+
+
+def _listed(state: Any, part: str) -> list[str]:
+    items = state.get(part) if isinstance(state, dict) else None
+    return [str(x.get("holder")) for x in items or [] if isinstance(x, dict)]
+
+
+def holders_of(state: Any, collection: str) -> list[str]:
+    """The holders of ``collection`` the budget state lists, holding a slot or waiting for one."""
+    return [h for h in _listed(state, "leases") + _listed(state, "waiters") if collection_of(h) == collection]
+
+
+async def read_state(client: DurableClient, entity: Any) -> Any:
+    return getattr(await client.read_entity_state(entity), "entity_state", None)
+
+
+async def release_collection(
+    client: DurableClient,
+    tenant: str,
+    source: str,
+    collection: str,
+    *,
+    token: str = "",
+    wait_seconds: float = RELEASE_WAIT_SECONDS,
+) -> bool:
+    """Give back every slot and queue place of ``collection`` now; True once the state lists none of them.
+
+    Signalled again while any is listed: an ``acquire`` the collection sent just before it was terminated may reach
+    the entity after the first release (two senders' messages keep no order between them), and releasing twice
+    releases once."""
+    entity = entity_id(tenant, source)
+    deadline = time.monotonic() + wait_seconds
+    pause = _FIRST_PAUSE
+    sent_at = 0.0
+    while True:
+        now = time.monotonic()
+        if now - sent_at >= 1.0:
+            await client.signal_entity(entity, "release_collection", _with_token({"collection": collection}, token))
+            sent_at = now
+        await asyncio.sleep(pause)
+        if not holders_of(await read_state(client, entity), collection):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pause = min(pause * 2, _LONGEST_PAUSE)
+
+
+@dataclass
+class Slot:
+    """One slot of a tenant's budget for ``source``, held by ``holder`` (``<name>/0``) while HTTP work runs."""
+
+    client: DurableClient
+    tenant: str
+    source: str
+    options: BudgetOptions
+    holder: str = field(default_factory=lambda: holder_id(f"doctor-{uuid.uuid4().hex[:16]}", 0))
+    waited: float = 0.0
+    ahead: int = 0
+    """The most holders queued ahead of this one while it waited."""
+    token: str = ""
+    """The token of the holder's collection (``BudgetToken``)."""
+    granted: bool = False
+    queued: bool = False
+    """It waited in the budget's queue: all slots were held when it asked."""
+
+    @property
+    def ask_every(self) -> float:
+        """How often a queued slot asks again: its poll period, at most a second (an ask is one signal, and a place
+        in the queue is kept whatever the pace, so asking often only takes a slot sooner when it is this one's)."""
+        return min(self.options.poll_seconds, ASK_EVERY_SECONDS)
+
+    @property
+    def entity(self) -> Any:
+        return entity_id(self.tenant, self.source)
+
+    def _request(self) -> JsonDict:
+        return _with_token(self.options.acquire(self.holder).to_json(), self.token)
+
+    async def acquire(self, wait_seconds: float) -> bool:
+        """Ask until granted or ``wait_seconds`` are up (then the queue place is given back)."""
+        began = time.monotonic()
+        asked_at = began
+        await self.client.signal_entity(self.entity, "acquire", self._request())
+        pause = _FIRST_PAUSE
+        while True:
+            await asyncio.sleep(pause)
+            state = await read_state(self.client, self.entity)
+            now = time.monotonic()
+            self.waited = now - began
+            if self.holder in _listed(state, "leases"):
+                self.granted = True
+                return True
+            waiters = _listed(state, "waiters")
+            if self.holder in waiters:
+                self.queued = True
+                self.ahead = max(self.ahead, waiters.index(self.holder))
+            if now - began >= wait_seconds:
+                await self.release()
+                return False
+            if now - asked_at >= self.ask_every:
+                await self.client.signal_entity(self.entity, "acquire", self._request())
+                asked_at = now
+            pause = min(pause * 2, _LONGEST_PAUSE, self.ask_every)
+
+    async def renew(self) -> None:
+        await self.client.signal_entity(self.entity, "renew", self._request())
+
+    async def release(self) -> None:
+        await self.client.signal_entity(self.entity, "release", _with_token({"holder": self.holder}, self.token))
+
+    def report(self) -> JsonDict:
+        return {
+            "holder": self.holder,
+            "granted": self.granted,
+            "queued": self.queued,
+            "waitedSeconds": round(self.waited, 3),
+            "queuedBehind": self.ahead,
+            "capacity": self.options.capacity,
+        }
+
+
+async def run_holding(slots: list[Slot], work: Callable[[], _T]) -> _T:
+    """Run blocking ``work`` in a worker thread while every slot is renewed each third of its lease."""
+    task = asyncio.ensure_future(asyncio.to_thread(work))
+    period = min((slot.options.renew_seconds for slot in slots), default=0.0)
+    while slots and not task.done():
+        await asyncio.wait({task}, timeout=period)
+        if not task.done():
+            for slot in slots:
+                await slot.renew()
+    return await task

@@ -1,0 +1,221 @@
+"""The follows API as plain async functions over a Durable client: start (or find, or resume) a follower, its
+summary, stop it, list the followers. The triggers (``http_api.follows``) stay one-liners.
+
+A follower's instance id is its key's digest (``shared.follow_state.follow_id``), so a second start for the same
+(tenant, source, filters) finds the running one: 200 with it when the request agrees, 409 ``conflict`` naming the first
+field that differs. A follower that stopped (or was terminated) is resumed under the same id from where its coverage
+ends, its provisional windows and failures kept: a restart never leaves a gap.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import Any, Protocol
+
+from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
+from shared import names
+from shared.follow_plan import status as follow_status
+from shared.follow_request import FollowRequest, validate_follow_request
+from shared.follow_state import FOLLOW_PREFIX, FollowSpec, FollowState
+from shared.models import JsonDict, iso, parse_iso
+from shared.request_json import parse_request_json
+from shared.settings import Settings
+from shared.sinks.base import ChunkSink
+from shared.validation import InvalidRequest
+
+logger = logging.getLogger(__name__)
+
+_COMPARED = ("intervalMinutes", "everyMinutes", "maxConcurrency", "highCompleteness")
+
+
+class FollowClient(Protocol):
+    """The subset of ``DurableOrchestrationClient`` the follows API uses."""
+
+    async def start_new(self, orchestration_function_name: str, instance_id: str | None, client_input: Any) -> str: ...
+
+    async def get_status(self, instance_id: str, show_history: bool = ..., show_history_output: bool = ...,
+                         show_input: bool = ...) -> Any: ...  # fmt: skip
+
+    async def raise_event(self, instance_id: str, event_name: str, event_data: Any = ...) -> None: ...
+
+    async def get_status_by(self, created_time_from: datetime | None = ..., created_time_to: datetime | None = ...,
+                            runtime_status: Any = ...) -> list[Any]: ...  # fmt: skip
+
+    async def get_status_all(self) -> list[Any]: ...
+
+
+def output_prefix(tenant_id: str, follow: str) -> str:
+    """Every object of a follower starts with this: ``<tenant>/<followId>-`` (one collection per day after it)."""
+    return f"{names.tenant_component(tenant_id)}/{follow}-"
+
+
+async def start_follow(
+    client: FollowClient, body: bytes, settings: Settings, now: datetime, *, sink: ChunkSink
+) -> ApiResponse:
+    """Validate; then start the follower, answer with the running one, or resume a stopped one."""
+    try:
+        request = validate_follow_request(parse_request_json(body), settings, now)
+    except InvalidRequest as exc:
+        return ApiResponse(400, exc.to_json())
+    follow = request.follow_id
+    existing = await client.get_status(follow, False, False, True)
+    runtime = runtime_status(existing)
+    if runtime in ACTIVE:
+        return _running(follow, existing, request)
+    resumed: tuple[FollowSpec, FollowState] | None = None
+    if runtime is not None:
+        resumed = _last_state(existing, resuming=True)
+        if resumed is not None and resumed[0].interval.total_seconds() != request.interval_minutes * 60:
+            was = resumed[0].interval.total_seconds() / 60
+            return error(
+                409, "intervalMinutes", "conflict",
+                f"follower {follow} ran with {was:g}-minute windows; it resumes with the same windows (its output "
+                "is one object per window)",
+            )  # fmt: skip
+    else:
+        found = sink.list_names(output_prefix(request.tenant_id, follow))
+        if found:
+            return error(
+                409, "tenantId", "output_exists",
+                f"{len(found)} objects already lie under {output_prefix(request.tenant_id, follow)} from a follower "
+                f"{follow} that no longer exists (its instance was purged, or it ran in another task hub); delete "
+                "that output first",
+            )  # fmt: skip
+    raced = await client.get_status(follow, False, False, True)
+    if runtime_status(raced) in ACTIVE:
+        return _running(follow, raced, request)
+    start = resumed[0].start if resumed else None
+    spec = request.spec(settings, now, start=start)
+    state = resumed[1] if resumed else FollowState(covered_until=spec.start)
+    state.stopped, state.paused = False, None
+    payload = {"spec": spec.to_json(), "state": state.to_json(), "request": request.to_json(), "startedAt": iso(now)}
+    try:
+        await client.start_new(names.ORCHESTRATOR_FOLLOW, follow, payload)
+    except Exception:
+        raced = await client.get_status(follow, False, False, True)
+        if runtime_status(raced) not in ACTIVE:
+            raise
+        return _running(follow, raced, request)
+    logger.info("started follower %s from %s (resumed: %s)", follow, iso(state.covered_until), resumed is not None)
+    body_out = {
+        "followId": follow,
+        "existing": False,
+        "resumed": resumed is not None,
+        "coveredFrom": iso(spec.start),
+        "coveredUntil": iso(state.covered_until),
+        "outputPrefix": output_prefix(spec.tenant_id, follow),
+    }
+    return ApiResponse(202, body_out, follow)
+
+
+def _running(follow: str, status: Any, request: FollowRequest) -> ApiResponse:
+    """The running follower of this key: 200 when started with the same options, else 409 naming the first
+    difference."""
+    payload = json_field(getattr(status, "input_", None))
+    stored = payload.get("request") if isinstance(payload, dict) else None
+    if isinstance(stored, dict):
+        asked = request.to_json()
+        fields = [*_COMPARED, *(["startDate"] if request.start is not None else [])]
+        differing = [
+            (name, stored.get(name), asked.get(name)) for name in fields if stored.get(name) != asked.get(name)
+        ]
+        if differing:
+            listed = "; ".join(f"{name}: {old} → {new}" for name, old, new in differing)
+            return error(
+                409, differing[0][0], "conflict",
+                f"follower {follow} already runs for this tenant, source and filters with other options ({listed}); "
+                f"stop it first (POST /api/follows/{follow}/stop) to start it again with these",
+            )  # fmt: skip
+    return ApiResponse(200, {"followId": follow, "existing": True}, follow)
+
+
+PASS_NUMBER_GAP = 1000
+"""A follower resumed from its input (it was terminated mid-cycle) numbers its passes this far on: the passes its last
+cycle started may still run, and a new pass must not take one of their instance ids."""
+
+
+def _last_state(status: Any, *, resuming: bool = False) -> tuple[FollowSpec, FollowState] | None:
+    """A stopped follower's spec and state from its output; a terminated one's from its input (the state its last
+    cycle began with: a pass it was running is read again, which changes nothing but the time)."""
+    sources = ((json_field(getattr(status, "output", None)), 0), (json_field(getattr(status, "input_", None)), 1))
+    for source, from_input in sources:
+        if isinstance(source, dict) and isinstance(source.get("spec"), dict) and isinstance(source.get("state"), dict):
+            try:
+                spec, state = FollowSpec.from_json(source["spec"]), FollowState.from_json(source["state"])
+            except (KeyError, TypeError, ValueError):
+                return None
+            state.passes += PASS_NUMBER_GAP * from_input * resuming
+            return spec, state
+    return None
+
+
+async def follow_summary(client: FollowClient, follow: str, now: datetime) -> ApiResponse:
+    """What a follower covers, what is provisional, failures, pause, last error and lag behind ``now``."""
+    status = await client.get_status(follow, False, False, True)
+    runtime = runtime_status(status)
+    if runtime is None or getattr(status, "name", names.ORCHESTRATOR_FOLLOW) not in (names.ORCHESTRATOR_FOLLOW, None):
+        return error(404, "id", "not_found", f"no follower {follow}")
+    progress = json_field(getattr(status, "custom_status", None))
+    output = json_field(getattr(status, "output", None))
+    view: JsonDict = output if isinstance(output, dict) and output.get("followId") else {}
+    if not view and isinstance(progress, dict) and progress.get("followId"):
+        view = progress
+    if not view:  # it has not published a status yet: the state it started with
+        last = _last_state(status)
+        if last is None:
+            return error(404, "id", "not_found", f"no follower {follow}")
+        view = follow_status(last[0], last[1], now)
+    view = {key: value for key, value in view.items() if key not in ("spec", "state")}
+    covered = view.get("covered") or {}
+    lag = (now - parse_iso(covered["end"])).total_seconds() if covered.get("end") else None
+    if runtime not in ACTIVE and view.get("status") != "stopped":
+        view["status"] = runtime.lower()  # terminated or failed: it does nothing until started again
+    body = {
+        **view,
+        "followId": follow,
+        "runtimeStatus": runtime,
+        "lagSeconds": lag,
+        "outputPrefix": output_prefix(str(view.get("tenantId")), follow) if view.get("tenantId") else None,
+        "manifests": "<outputPrefix><yyyymmdd>/manifest.json: one collection manifest per day",
+        "lastUpdatedTime": str(getattr(status, "last_updated_time", "") or ""),
+    }
+    return ApiResponse(200, body)
+
+
+async def stop_follow(client: FollowClient, follow: str) -> ApiResponse:
+    """Ask the follower to stop: it finishes the pass it runs, then ends with its state in its output."""
+    status = await client.get_status(follow, False, False, False)
+    runtime = runtime_status(status)
+    if runtime is None or getattr(status, "name", names.ORCHESTRATOR_FOLLOW) not in (names.ORCHESTRATOR_FOLLOW, None):
+        return error(404, "id", "not_found", f"no follower {follow}")
+    if runtime not in ACTIVE:
+        return error(409, "id", "not_running", f"follower {follow} is {runtime}; start it again with POST /api/follows")
+    from orchestrators.follow import STOP_EVENT
+
+    await client.raise_event(follow, STOP_EVENT, None)
+    return ApiResponse(202, {"followId": follow, "stopping": True})
+
+
+async def list_follows(client: FollowClient, now: datetime) -> ApiResponse:
+    """The hub's followers (each continues as new every cycle, so a running one was created within a day)."""
+    from datetime import timedelta
+
+    statuses = await client.get_status_by(created_time_from=now - timedelta(days=1))
+    if not any(_is_follower(s) for s in statuses):
+        statuses = await client.get_status_all()
+    rows = []
+    for status in statuses:
+        if not _is_follower(status):
+            continue
+        found = await follow_summary(client, str(status.instance_id), now)
+        if found.status == 200:
+            rows.append(found.body)
+    rows.sort(key=lambda row: str(row.get("followId")))
+    return ApiResponse(200, {"follows": rows})
+
+
+def _is_follower(status: Any) -> bool:
+    return getattr(status, "name", None) == names.ORCHESTRATOR_FOLLOW and str(
+        getattr(status, "instance_id", "")
+    ).startswith(FOLLOW_PREFIX)

@@ -1,0 +1,109 @@
+// The collector on Azure Functions Flex Consumption, from a clone: `azd up` (or scripts/deploy.sh with az only).
+// Subscription scope: one resource group per azd environment, so `azd down` removes everything it made.
+// What each resource is for and why: docs/deploy.md.
+targetScope = 'subscription'
+
+@minLength(1)
+@maxLength(64)
+@description('azd environment name: names the resource group and seeds the unique resource names.')
+param environmentName string
+
+@minLength(1)
+@description('Region of every resource; it must offer Flex Consumption (az functionapp list-flexconsumption-locations).')
+@metadata({
+  azd: {
+    type: 'location'
+  }
+})
+param location string
+
+@description('Application (client) id of the Entra app registration that reads the audit log. Empty until you have made it (README, Deploy: the tenant steps); set it with azd env set AUDIT_CLIENT_ID and run azd provision again.')
+param auditClientId string = ''
+
+@description('The tenant doctor checks after deployment, as its initial domain (contoso.onmicrosoft.com); collections name their tenant in each request. Only printed, never an app setting.')
+param auditTenant string = ''
+
+@allowed([
+  'graph'
+  'exchange'
+])
+@description('Source of a collection whose request names none (COLLECTOR_DEFAULT_SOURCE).')
+param defaultSource string = 'graph'
+
+@description('Oldest start date a request may ask for, in days (COLLECTOR_RETENTION_DAYS): 180 on Audit Standard, 365 with Audit Premium. Text, as azd passes it; the collector checks it.')
+param retentionDays string = '180'
+
+@minLength(3)
+@maxLength(45)
+@description('Durable task hub (TASKHUB_NAME): letters and digits, starting with a letter. Each app on one storage account needs its own.')
+param taskHubName string = 'UalCollector'
+
+@description('Longest run of one function (AzureFunctionsJobHost__functionTimeout, over host.json): a chunk export may need more than the 10 minutes host.json allows on every plan.')
+param functionTimeout string = '01:00:00'
+
+@allowed([
+  512
+  2048
+  4096
+])
+@description('Memory of one Flex Consumption instance, in MB.')
+param instanceMemoryMB int = 2048
+
+@minValue(40)
+@maxValue(1000)
+@description('Most Flex Consumption instances the app scales out to.')
+param maximumInstanceCount int = 40
+
+@description('Object id of the person deploying (azd sets it): may create the audit certificate in Key Vault and read the output. Empty: no access is granted to a person.')
+param principalId string = ''
+
+@allowed([
+  'User'
+  'ServicePrincipal'
+])
+@description('Kind of principalId: User for a person, ServicePrincipal for a pipeline identity.')
+param principalType string = 'User'
+
+var resourceToken = toLower(uniqueString(subscription().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+
+resource rg 'Microsoft.Resources/resourceGroups@2024-03-01' = {
+  name: 'rg-${environmentName}'
+  location: location
+  tags: tags
+}
+
+module resources 'resources.bicep' = {
+  name: 'ual-collector-${resourceToken}'
+  scope: rg
+  params: {
+    location: location
+    tags: tags
+    resourceToken: resourceToken
+    auditClientId: auditClientId
+    defaultSource: defaultSource
+    retentionDays: retentionDays
+    taskHubName: taskHubName
+    functionTimeout: functionTimeout
+    instanceMemoryMB: instanceMemoryMB
+    maximumInstanceCount: maximumInstanceCount
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+// azd keeps these in the environment (.azure/<env>/.env); the postprovision hook and scripts/deploy.sh read them.
+output AZURE_LOCATION string = location
+output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_RESOURCE_GROUP string = rg.name
+output AZURE_FUNCTION_NAME string = resources.outputs.functionAppName
+output AZURE_FUNCTION_ID string = resources.outputs.functionAppId
+output AZURE_FUNCTION_URL string = resources.outputs.functionAppUrl
+output AZURE_KEY_VAULT_NAME string = resources.outputs.keyVaultName
+output AUDIT_CERTIFICATE_NAME string = resources.outputs.certificateName
+output AUDIT_CLIENT_ID string = auditClientId
+output AUDIT_TENANT string = auditTenant
+output OUTPUT_STORAGE_ACCOUNT_URL string = resources.outputs.outputAccountUrl
+output APPLICATIONINSIGHTS_NAME string = resources.outputs.applicationInsightsName

@@ -1,0 +1,103 @@
+"""The follower orchestrator: one eternal orchestration per (tenant, source, filters) keeps its audit log flowing.
+
+Each execution is one step of a cycle (``shared.follow_plan``): it runs the passes that are due one after another,
+each a collection (the collect orchestrator as a sub-orchestration, over the day's windows that are due, with the
+day's collection id, so every read of a window lands on that window's one object), applies each pass's output and
+continues as new with its state; an execution with nothing due waits for the next wake on a durable timer, or for a
+``stop`` event. History
+therefore holds one cycle whatever the follower's age, and a host that was down for hours resumes the timer that
+came due and catches up from where coverage ends, at most ``MAX_NEW_WINDOWS`` per cycle, each pass K-bounded like
+any collection (and taking the tenant budget like any collection).
+
+Deterministic: only ``current_utc_datetime``, the pure planning functions and the passes' outputs decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from datetime import datetime
+from typing import Any
+
+import azure.durable_functions as df
+
+from shared import names
+from shared.follow_plan import Pass, apply, next_wake, plan, status
+from shared.follow_state import FollowSpec, FollowState
+from shared.models import JsonDict, iso
+from shared.redact import redact
+from shared.window import CollectionSpec
+
+bp = df.Blueprint()
+
+STOP_EVENT = "stop"
+
+
+def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
+    """The collect orchestrator's input for one pass: the day's collection over the due windows, scoped to the day."""
+    collection = CollectionSpec(
+        collection_id=due.collection_id,
+        tenant_id=spec.tenant_id,
+        source=spec.source,
+        filters=spec.filters,
+        options=spec.options,
+        explicit=due.windows,
+    )
+    request = {
+        "follow": spec.follow_id,
+        "tenantId": spec.tenant_id,
+        "source": spec.source,
+        "filters": spec.filters,
+        "maxConcurrency": spec.options.max_concurrency,
+        "pass": due.headline(),
+    }
+    return {"spec": collection.to_json(), "state": None, "request": request, "startedAt": iso(now), "scope": due.scope}
+
+
+def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
+    """One cycle: the due passes, then a wait for the next wake (or ``stop``), then continue as new."""
+    payload = context.get_input()
+    if not isinstance(payload, dict):
+        raise TypeError(f"follow_orchestrator expects an object input, got {type(payload).__name__}")
+    spec = FollowSpec.from_json(payload["spec"])
+    state = FollowState.from_json(payload["state"])
+    passes = plan(spec, state, context.current_utc_datetime)
+    for due in passes:
+        context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due))
+        failed: str | None = None
+        try:
+            output = yield context.call_sub_orchestrator(
+                names.ORCHESTRATOR_COLLECT, pass_input(spec, due, context.current_utc_datetime), due.instance_id
+            )
+        except Exception as exc:  # the collection itself failed (a bug, not an audit API answer): try again later
+            output, failed = None, redact(str(exc))[:300]
+        going = apply(spec, state, due, output if isinstance(output, dict) else None, context.current_utc_datetime)
+        if failed is not None and state.last_error is not None:
+            state.last_error["message"] = failed
+        if not going:
+            break  # the service refuses: no other pass now, the next wake tries again
+    state.cycles += 1
+    now = context.current_utc_datetime
+    state.next_wake = next_wake(spec, state, now)
+    context.set_custom_status(status(spec, state, now))
+    # After passes, the wait happens in a fresh execution: its input then holds the state the passes left, which is
+    # where a follower terminated while waiting resumes, and its history stays a few events long while it waits.
+    if not passes and state.next_wake > now:
+        # The stop event is created only here, where it is awaited: the extension's shim awaits actions in order,
+        # and an event raised meanwhile (or carried over from an earlier execution) is delivered when it is awaited.
+        timer = context.create_timer(state.next_wake)
+        stop = context.wait_for_external_event(STOP_EVENT)
+        winner = yield context.task_any([timer, stop])
+        if winner is stop:
+            timer.cancel()
+            state.stopped = True
+            final = status(spec, state, context.current_utc_datetime)
+            context.set_custom_status(final)
+            return {**final, "spec": spec.to_json(), "state": state.to_json()}
+    context.continue_as_new({**payload, "spec": spec.to_json(), "state": state.to_json()})
+    return None
+
+
+@bp.orchestration_trigger(context_name="context", orchestration=names.ORCHESTRATOR_FOLLOW)  # type: ignore[untyped-decorator]
+def follow_orchestrator(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
+    result = yield from follow(context)
+    return result

@@ -1,0 +1,156 @@
+"""Validation of ``POST /api/follows`` bodies: one follower per (tenant, source, filters).
+
+The same rules as a collection request wherever a field is the same (tenant, source, filters, K, characters,
+``highCompleteness``: ``shared.validation``), plus the follower's own: ``startDate`` (optional: by default coverage
+starts at the newest window that has closed the usual delay ago), ``intervalMinutes`` (the window size; it must divide
+a day, so no window crosses midnight and each day's windows form one collection) and ``everyMinutes`` (how often it
+wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started before this passed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from shared.audit.ports import AuditFilters
+from shared.follow_state import FollowSpec, follow_id
+from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
+from shared.run_options import RunOptions
+from shared.settings import Settings
+from shared.validation import (
+    InvalidRequest,
+    _date,
+    _exchange_tenant,
+    _filters,
+    _high_completeness,
+    _reject_invisible_characters,
+    _tenant,
+    _whole_number,
+)
+
+MINUTES_PER_DAY = 24 * 60
+_ALLOWED = frozenset(
+    {
+        "tenantId",
+        "source",
+        "filters",
+        "startDate",
+        "intervalMinutes",
+        "everyMinutes",
+        "maxConcurrency",
+        "highCompleteness",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FollowRequest:
+    """A validated follow request."""
+
+    tenant_id: str
+    source: str
+    filters: AuditFilters
+    start: datetime | None
+    """As asked (None: from the newest closed window); the follower aligns it to its window grid."""
+    interval_minutes: int
+    every_minutes: int
+    max_concurrency: int
+    high_completeness: bool = False
+
+    @property
+    def follow_id(self) -> str:
+        return follow_id(self.tenant_id, self.source, filters_to_json(self.filters))
+
+    def to_json(self) -> JsonDict:
+        return {
+            "tenantId": self.tenant_id,
+            "source": self.source,
+            "filters": filters_to_json(self.filters),
+            "startDate": iso(self.start) if self.start else None,
+            "intervalMinutes": self.interval_minutes,
+            "everyMinutes": self.every_minutes,
+            "maxConcurrency": self.max_concurrency,
+            "highCompleteness": self.high_completeness,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> FollowRequest:
+        start = data.get("startDate")
+        return cls(
+            tenant_id=str(data["tenantId"]),
+            source=str(data["source"]),
+            filters=filters_from_json(data.get("filters")),
+            start=parse_iso(start) if isinstance(start, str) else None,
+            interval_minutes=int(data["intervalMinutes"]),
+            every_minutes=int(data["everyMinutes"]),
+            max_concurrency=int(data["maxConcurrency"]),
+            high_completeness=bool(data.get("highCompleteness", False)),
+        )
+
+    def spec(self, settings: Settings, now: datetime, start: datetime | None = None) -> FollowSpec:
+        """The follower this request starts at ``now`` (``start``: where a resumed follower's coverage begins)."""
+        interval = timedelta(minutes=self.interval_minutes)
+        delay = timedelta(minutes=settings.follow_delay_minutes)
+        begin = start or self.start or (now - delay)
+        midnight = begin.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        aligned = midnight + interval * ((begin - midnight) // interval)  # on the day's grid of windows
+        return FollowSpec(
+            follow_id=self.follow_id,
+            tenant_id=self.tenant_id,
+            source=self.source,
+            filters=filters_to_json(self.filters),
+            options=RunOptions.from_settings(
+                settings, self.max_concurrency, source=self.source, high_completeness=self.high_completeness
+            ),
+            start=start or aligned,
+            interval=interval,
+            every=timedelta(minutes=self.every_minutes),
+            delay=delay,
+        )
+
+
+def validate_follow_request(body: Any, settings: Settings, now: datetime) -> FollowRequest:
+    """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("body", "type", "the request body must be a JSON object")
+    for key in body:
+        if key not in _ALLOWED:
+            raise InvalidRequest(
+                str(key)[:64], "unknown_field", f"unknown field; allowed: {', '.join(sorted(_ALLOWED))}"
+            )
+    _reject_invisible_characters(body)
+    tenant_id = _tenant(body.get("tenantId"))
+    source = body.get("source", settings.default_source)
+    if not isinstance(source, str) or source.lower() not in SOURCES:
+        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
+    source = source.lower()
+    _exchange_tenant(tenant_id, source)
+    start = _date(body, "startDate") if body.get("startDate") is not None else None
+    if start is not None and start > now:
+        raise InvalidRequest("startDate", "future", "startDate must not be in the future")
+    if start is not None and start < now - timedelta(days=settings.retention_days):
+        raise InvalidRequest(
+            "startDate", "retention", f"startDate is older than the {settings.retention_days}-day retention"
+        )
+    interval = _whole_number(body, "intervalMinutes", settings.follow_every_minutes)
+    if not settings.min_interval_minutes <= interval <= MINUTES_PER_DAY or MINUTES_PER_DAY % interval:
+        raise InvalidRequest(
+            "intervalMinutes",
+            "divides_day",
+            f"intervalMinutes must divide a day (1440 minutes) and be at least {settings.min_interval_minutes}, "
+            "e.g. 15, 30, 60 or 240: each day's windows make one collection",
+        )
+    every = _whole_number(body, "everyMinutes", settings.follow_every_minutes)
+    if not 1 <= every <= MINUTES_PER_DAY:
+        raise InvalidRequest("everyMinutes", "range", "everyMinutes must be between 1 and 1440")
+    concurrency = _whole_number(body, "maxConcurrency", settings.default_concurrency)
+    if not 1 <= concurrency <= settings.max_concurrency:
+        raise InvalidRequest(
+            "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
+        )
+    high_completeness = _high_completeness(body.get("highCompleteness", False), source)
+    filters = _filters(body.get("filters"), settings)
+    if source == "exchange" and len(filters.record_types) > 1:
+        raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
+    return FollowRequest(tenant_id, source, filters, start, interval, every, concurrency, high_completeness)

@@ -1,0 +1,125 @@
+"""The deployment template and the code agree, checked here without Azure (docs/deploy.md, What is checked here).
+
+``infra/resources.bicep``'s app settings set everything the collector requires on Azure
+(``shared.azure_settings.hosted_gaps``) and nothing it does not know (a name ``Settings.from_env`` reads or one in
+``HOST_SETTINGS``). The template is read with pycep-parser from the infrastructure tools' venv (``.venv-iac``, made by
+``scripts/bootstrap.sh``), the parser checkov itself uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shared.azure_settings import HOST_SETTINGS, HOSTED_REQUIREMENTS, hosted_gaps
+from shared.settings import PLATFORM_SETTINGS, Settings
+from tests.collector.test_names_settings import _RecordingEnv
+
+REPO = Path(__file__).resolve().parents[2]
+IAC_PYTHON = REPO / ".venv-iac" / "bin" / "python"
+CHECKOV = REPO / ".venv-iac" / "bin" / "checkov"
+TEMPLATE = REPO / "infra" / "resources.bicep"
+
+
+def _iac_tools() -> None:
+    if not IAC_PYTHON.exists():
+        pytest.fail("the infrastructure tools are not installed: run bash scripts/bootstrap.sh (it makes .venv-iac)")
+
+
+@functools.cache
+def _parsed(path: Path) -> dict[str, Any]:
+    _iac_tools()
+    script = str(REPO / "infra" / "checks" / "parse_bicep.py")
+    done = subprocess.run([str(IAC_PYTHON), script, "--json", str(path)], capture_output=True, text=True, check=True)
+    return dict(json.loads(done.stdout))
+
+
+def _app_settings(path: Path = TEMPLATE) -> dict[str, Any]:
+    resources = _parsed(path)["resources"]
+    found = [
+        r["config"]["properties"]
+        for r in resources.values()
+        if r["type"] == "Microsoft.Web/sites/config" and r["config"]["name"] == "appsettings"
+    ]
+    assert len(found) == 1, "the template sets app settings in exactly one sites/config 'appsettings' resource"
+    return dict(found[0])
+
+
+def _presence(settings: dict[str, Any]) -> dict[str, str]:
+    """Values are Bicep expressions; literals (managedidentity) are kept, anything else counts as set."""
+    return {name: value if isinstance(value, str) and value else "set" for name, value in settings.items()}
+
+
+def _known_names() -> set[str]:
+    env = _RecordingEnv()
+    Settings.from_env(env)
+    return env.asked - set(PLATFORM_SETTINGS) | HOST_SETTINGS
+
+
+def test_the_template_sets_every_setting_the_collector_requires_on_azure() -> None:
+    assert hosted_gaps(_presence(_app_settings())) == []
+
+
+def test_the_template_sets_nothing_the_collector_does_not_know() -> None:
+    unknown = sorted(set(_app_settings()) - _known_names())
+    assert unknown == [], "add the setting to shared/settings.py (or HOST_SETTINGS with who reads it), or drop it"
+
+
+def test_the_template_never_sets_what_only_the_platform_sets() -> None:
+    assert sorted(set(_app_settings()) & set(PLATFORM_SETTINGS)) == []
+    assert "FUNCTIONS_WORKER_RUNTIME" not in _app_settings()  # Flex Consumption rejects it
+
+
+def test_every_requirement_names_settings_someone_reads() -> None:
+    known = _known_names()
+    assert [name for req in HOSTED_REQUIREMENTS for name in req.names if name not in known] == []
+
+
+def test_a_requirement_dropped_from_the_template_is_named() -> None:
+    settings = _presence(_app_settings())
+    for dropped in ("TASKHUB_NAME", "AUDIT_CERTIFICATE", "OUTPUT_STORAGE_ACCOUNT_URL", "AZURE_CLIENT_ID"):
+        gaps = hosted_gaps({k: v for k, v in settings.items() if k != dropped})
+        assert any(dropped in gap for gap in gaps), dropped
+
+
+def test_host_json_timeout_is_valid_on_every_plan_and_the_template_lengthens_it_on_flex() -> None:
+    """The host refuses a functionTimeout over 10 minutes on (Windows and Linux) Consumption, so host.json keeps 10
+    minutes and the Flex template overrides it (AzureFunctionsJobHost__functionTimeout) by the value the README
+    states."""
+    host = json.loads((REPO / "host.json").read_text())
+    assert host["functionTimeout"] == "00:10:00"
+    default = _parsed(REPO / "infra" / "main.bicep")["parameters"]["functionTimeout"]["default"]
+    assert _app_settings()["AzureFunctionsJobHost__functionTimeout"] == "functionTimeout"
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert re.search(rf"Flex Consumption[^|\n]*\|[^|\n]*`{re.escape(default)}`", readme), default
+
+
+def test_the_parse_and_the_scan_fail_when_a_required_setting_is_removed(tmp_path: Path) -> None:
+    """The two checks scripts/check_infra.sh runs on infra/ catch the mistake the drift test catches: the parse by the
+    parameter the setting carried, now unused; the scan by the repository's checkov policy CKV_UAL_1."""
+    _iac_tools()
+    dropped = "TASKHUB_NAME: taskHubName"
+    copy = tmp_path / "infra"
+    shutil.copytree(REPO / "infra", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (copy / "resources.bicep").read_text()
+    assert f"    {dropped}\n" in text
+    (copy / "resources.bicep").write_text(text.replace(f"    {dropped}\n", ""))
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "check_infra.sh"), str(copy)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    assert "is declared but never used" in done.stderr  # the parse
+    assert "FAILED for resource: Microsoft.Web/sites/config.appSettings" in done.stdout  # the scan
+    assert 'CKV_UAL_1: "Ensure the function app sets every app setting' in done.stdout
+    assert "Failed checks: 1," in done.stdout
