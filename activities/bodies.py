@@ -25,6 +25,7 @@ from shared.log_fields import log_event
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
+from shared.slot_deadline import SlotDeadline
 
 logger = logging.getLogger(__name__)
 
@@ -84,12 +85,16 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
             recorded = None  # left by a read before the window's current content: not this read's query
         if recorded is not None and recorded.get("queryId"):
             return ActivityResult.success({"queryId": str(recorded["queryId"])})
-        query_id = None
-        if recorded is not None and isinstance(api, FindsQueries):
-            query_id = api.find_query(chunk.window(), display_name=str(recorded.get("displayName") or display))
-        if query_id is None:
-            write_bytes(sink, record, json.dumps({"displayName": display, "after": after}).encode())
-            query_id = api.create_query(chunk.window(), filters_from_json(payload.get("filters")), display_name=display)
+        deadline = SlotDeadline.of(payload)
+        deadline.check("the query's create")  # the lane's budget slot must still be held
+        with deadline.guarding(every_request=True):  # ...and still be, right before each request
+            query_id = None
+            if recorded is not None and isinstance(api, FindsQueries):
+                query_id = api.find_query(chunk.window(), display_name=str(recorded.get("displayName") or display))
+            if query_id is None:
+                write_bytes(sink, record, json.dumps({"displayName": display, "after": after}).encode())
+                filters = filters_from_json(payload.get("filters"))
+                query_id = api.create_query(chunk.window(), filters, display_name=display)
         write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id, "after": after}).encode())
         return ActivityResult.success({"queryId": query_id})
 
@@ -108,6 +113,12 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
 
     def body() -> ActivityResult:
         query_id = str(payload["queryId"])
+        deadline = SlotDeadline.of(payload)
+        deadline.check("the query's status check")  # the lane's budget slot must still be held
+        with deadline.guarding(every_request=True):  # ...and still be, right before each request and page
+            return checked_and_exported(query_id)
+
+    def checked_and_exported(query_id: str) -> ActivityResult:
         status = api.get_query(query_id)
         outcome = chunk_rules.graph_outcome(
             status,

@@ -23,6 +23,7 @@ from shared.audit.exchange_session import BlockRead, ExchangeCursor, read_call
 from shared.audit.ports import AuditSearchApi
 from shared.errors import NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
+from shared.slot_deadline import SlotDeadline
 
 __all__ = ["ExchangeCursor", "exchange_call"]
 
@@ -57,15 +58,18 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
         }
         return ActivityResult.success({"summary": done.to_json(), "exchange": spent})
     if record is None:
+        deadline = SlotDeadline.of(payload)
+        deadline.check("the call")  # the lane's budget slot must still be held
         try:
-            record = read_call(
-                api,
-                read,
-                cursor,
-                lambda pages, after: parts.write(
-                    key, pages, cursor.parts, lambda repeats: after(key, repeats).to_json()
-                ),
-            )
+            with deadline.guarding(every_request=False):  # ...and still be when the call (or its retry) is sent
+                record = read_call(
+                    api,
+                    read,
+                    cursor,
+                    lambda pages, after: parts.write(
+                        key, pages, cursor.parts, lambda repeats: after(key, repeats).to_json()
+                    ),
+                )
         except NeedsSplitError as exc:
             parts.discard(cursor.parts)  # the halves write their own objects
             if exc.evidence is None:  # announced over the session cap by the call's first row: one call spent

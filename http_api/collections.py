@@ -58,9 +58,12 @@ async def collections_start(req: func.HttpRequest, client: df.DurableOrchestrati
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await service.start_collection(
-        client, req.get_body(), settings, utc_now(settings), _new_id, sink=sink, resolve=resolver_for(settings)
-    )
+    try:  # the collection's budget token needs COLLECTOR_BUDGET_SECRET on Azure
+        result = await service.start_collection(
+            client, req.get_body(), settings, utc_now(settings), _new_id, sink=sink, resolve=resolver_for(settings)
+        )
+    except ConfigError as exc:
+        return _config_error(exc)
     return _respond(req, client, result)
 
 
@@ -98,7 +101,9 @@ async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrat
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await cancel.cancel_collection(client, collection_id, lambda: utc_now(settings), sink)
+    result = await cancel.cancel_collection(
+        client, collection_id, lambda: utc_now(settings), sink, budget_token=settings.budget_token
+    )
     return _respond(req, client, result)
 
 
@@ -115,7 +120,10 @@ async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrch
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await retry_chain.retry_failed(
-        client, collection_id, utc_now(settings), sink, settings=settings, resolve=resolver_for(settings)
-    )
+    try:
+        result = await retry_chain.retry_failed(
+            client, collection_id, utc_now(settings), sink, settings=settings, resolve=resolver_for(settings)
+        )
+    except ConfigError as exc:
+        return _config_error(exc)
     return _respond(req, client, result)

@@ -73,12 +73,15 @@ def json_field(value: Any) -> Any:
 
 
 def orchestration_input(
-    spec: CollectionSpec, request: JsonDict, now: datetime, plan: JsonDict | None = None
+    spec: CollectionSpec, request: JsonDict, now: datetime, plan: JsonDict | None = None, budget_token: str = ""
 ) -> JsonDict:
-    """The collection's orchestration input; ``plan`` (``shared.plan_report``) is kept for its summary."""
+    """The collection's orchestration input; ``plan`` (``shared.plan_report``) is kept for its summary;
+    ``budget_token``: the collection's token for its tenant budget operations (``Settings.budget_token``)."""
     payload: JsonDict = {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
     if plan is not None:
         payload["plan"] = plan
+    if budget_token:
+        payload["budgetToken"] = budget_token
     return payload
 
 

@@ -48,9 +48,9 @@ async def retry_failed(
     each link out once (``http_api.chain_claim``); the others answer 200 with the link the winner started. The Durable
     start alone could not decide it (DTFx writes the Instances row after the start message, so two starts checking
     in between are both accepted), nor refuse a link that has already *finished* when a call with an older view of
-    the chain starts it again; a claim is never handed out twice. A retry keeps its parent's options and tenant
-    GUID (a parent started before GUIDs were carried has its tenant resolved now). The next link's output prefix
-    must be empty (it has no instance yet).
+    the chain starts it again; a claim is never handed out twice. A retry keeps its parent's options (with a budget
+    token of its own) and tenant GUID (a parent started before GUIDs were carried has its tenant resolved now). The
+    next link's output prefix must be empty (it has no instance yet).
 
     Windows older than ``COLLECTOR_MAX_LOOKBACK_DAYS`` are left out as expired, exactly what a start refuses; younger
     ones are retried even past the guaranteed retention (flagged possibly partial in the retry's manifest, as they
@@ -143,8 +143,11 @@ async def retry_failed(
         **_chain_facts(parent, tip_request, expired_json),
     }
     plan = plan_report(source=spec.source, chunks=len(chunks), settings=settings, now=now, ranges=list(chunks))
+    token = settings.budget_token(retry_id, spec.source)
     try:
-        await client.start_new(names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan))
+        await client.start_new(
+            names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan, budget_token=token)
+        )
     except Exception:
         # A concurrent call started this retry between our look-up and our start: answer with it.
         raced = await client.get_status(retry_id, False, False, True)

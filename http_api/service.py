@@ -90,9 +90,12 @@ async def start_collection(
         interval_minutes=request.interval_minutes,
         interval_defaulted=request.interval_defaulted,
     )
+    token = settings.budget_token(collection_id, spec.source)
     try:
         await client.start_new(
-            names.ORCHESTRATOR_COLLECT, collection_id, orchestration_input(spec, request.to_json(), now, plan)
+            names.ORCHESTRATOR_COLLECT,
+            collection_id,
+            orchestration_input(spec, request.to_json(), now, plan, budget_token=token),
         )
     except Exception:
         # A concurrent POST with the same id won the race between our status check and this start. host.json sets

@@ -16,6 +16,7 @@ import azure.durable_functions as df
 from orchestrators import settle
 from orchestrators.budget_entity import entity_id
 from shared import names
+from shared.budget_wire import BudgetRequest
 from shared.log_fields import log_event
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
 from shared.redact import redact
@@ -47,7 +48,12 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
     """Keep at most K chunk lanes busy; switch executions without draining; finalize the manifest at the end."""
     payload = _input_of(context)
     spec = CollectionSpec.from_json(payload["spec"])
-    window = CollectionWindow(spec, Carried.from_json(payload.get("state")), now=context.current_utc_datetime)
+    window = CollectionWindow(
+        spec,
+        Carried.from_json(payload.get("state")),
+        now=context.current_utc_datetime,
+        budget_token=str(payload.get("budgetToken") or ""),
+    )
     budget = entity_id(spec.budget_tenant, spec.source) if spec.options.budget.enabled else None
     # task -> (lane id, kind); rebuilt identically on every replay because the steps are deterministic.
     waiting: list[tuple[Any, int, str]] = []
@@ -144,7 +150,8 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
     provisional = window.output(None)
     context.set_custom_status({**window.status(), "finalizing": True})
     if budget is not None:  # a safety net: every lane released its slot as it ended
-        context.signal_entity(budget, "release_collection", {"collection": spec.collection_id})
+        release = BudgetRequest("release_collection", collection=spec.collection_id, token=window.budget_token)
+        context.signal_entity(budget, "release_collection", release.to_json())
     finalize = context.call_activity(
         names.ACTIVITY_FINALIZE,
         {

@@ -18,6 +18,12 @@ Rules:
   request id, and the entity runs it twice. Acquiring what one holds renews it; releasing twice releases once.
 * **Monotonic clock.** The entity reads wall time at each operation; a batch that runs on a worker whose clock is
   behind never moves the budget's time backwards.
+* **The collector's own rules, whoever asks** (the entity routes accept any operation from anyone holding the task
+  hub's system key). Leases and waits are clamped to the settings (``Limits``); a collection has at most one queue
+  entry (a second lane of it is answered "refused"), and the queue holds at most ``MAX_WAITERS`` collections, so
+  the state stays small whatever is sent; a renewal never takes a lapsed slot back (its holder must queue again:
+  someone else may be entitled to it), and is counted as ``lost``. Which collection may act on which holder is
+  checked before (``orchestrators.budget_entity``, with ``shared.budget_token``).
 """
 
 from __future__ import annotations
@@ -25,11 +31,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from shared.budget_wire import BudgetRequest, collection_of
+from shared.budget_wire import MAX_LEASE_SECONDS, BudgetRequest, collection_of
 from shared.models import JsonDict, iso, parse_iso
 
 WAITER_GRACE_SECONDS = 60.0
 """Slack on top of a waiter's own poll interval: durable timers fire late when a worker is busy or idle-polling."""
+MAX_WAITERS = 100
+"""Collections that may wait in one budget's queue at once (one entry each); beyond it a lane is answered
+"refused" and asks again after its poll, outside the queue."""
+TAKEN_KEPT = 20
+"""Reclaimed holders remembered for counting losses (bounded: the state stays small whatever happens)."""
+REFUSED_COLLECTION_WAITS = "a lane of this collection already waits"
+REFUSED_QUEUE_FULL = f"the queue is full ({MAX_WAITERS} collections wait)"
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What the app's settings allow (the entity reads them at each operation; they are not replayed):
+    ``capacity`` slots (0 = no limit), leases no longer than ``lease_seconds``, polls no longer than
+    ``wait_seconds``."""
+
+    capacity: int
+    lease_seconds: float = MAX_LEASE_SECONDS
+    wait_seconds: float = MAX_LEASE_SECONDS
 
 
 def waiter_ttl(lease_seconds: float, wait_seconds: float) -> float:
@@ -66,6 +90,11 @@ class BudgetState:
     reclaimed: int = 0
     lapsed_waiters: int = 0
     peak: int = 0
+    lost: int = 0
+    """Slots taken away from a holder that still worked: a renewal found its lease reclaimed (run out unrenewed)."""
+    taken: list[str] = field(default_factory=list)
+    """Holders whose lease was reclaimed, newest last (at most ``TAKEN_KEPT``): a renewal that names one counts a
+    loss once (a renewal re-sent after a crash does not count it again)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -80,6 +109,8 @@ class BudgetState:
             "reclaimed": self.reclaimed,
             "lapsedWaiters": self.lapsed_waiters,
             "peak": self.peak,
+            "lost": self.lost,
+            "taken": list(self.taken),
         }
 
     @classmethod
@@ -102,19 +133,26 @@ class BudgetState:
             reclaimed=int(data.get("reclaimed", 0)),
             lapsed_waiters=int(data.get("lapsedWaiters", 0)),
             peak=int(data.get("peak", 0)),
+            lost=int(data.get("lost", 0)),
+            taken=[str(h) for h in data.get("taken") or []][-TAKEN_KEPT:],
         )
 
 
 class Budget:
-    """The budget of one (tenant, source). ``capacity`` comes with each operation (the app's setting; 0 = no limit),
-    so a changed setting applies from the next operation: lowering it grants nothing until enough slots return."""
+    """The budget of one (tenant, source). ``limits`` come with each operation (the app's settings), so a changed
+    setting applies from the next operation: a lowered capacity grants nothing until enough slots return."""
 
     def __init__(self, state: BudgetState | None = None) -> None:
         self.state = state or BudgetState()
 
-    def handle(self, request: BudgetRequest, now: datetime, capacity: int) -> JsonDict:
+    def handle(self, request: BudgetRequest, now: datetime, limits: Limits | int) -> JsonDict:
+        limits = limits if isinstance(limits, Limits) else Limits(limits)
+        request = _clamped(request, limits)
         now = self._advance(now)
+        capacity = limits.capacity
         if request.op == "acquire":
+            if request.release:  # the slot of a lane that just ended, given back first (one call, not two)
+                self._release(request.release)
             return self._acquire(request, now, capacity)
         if request.op == "renew":
             return self._renew(request, now, capacity)
@@ -124,7 +162,9 @@ class Budget:
                 for holder in request.holders
                 if not self._renew(replace(request, op="renew", holder=holder), now, capacity)["granted"]
             ]
-            return {"renewed": len(request.holders) - len(lost), "lost": lost, **self._counts(capacity)}
+            until = iso(now + timedelta(seconds=request.lease_seconds))
+            renewed = len(request.holders) - len(lost)
+            return {"renewed": renewed, "lost": lost, "leaseUntil": until, **self._counts(capacity)}
         if request.op == "release":
             released = self._release(request.holder)
             return {"released": released, **self._counts(capacity)}
@@ -137,9 +177,7 @@ class Budget:
 
     # --- queries ---------------------------------------------------------------------------------------------
     def free(self, capacity: int) -> int:
-        """Slots not leased (a large number when there is no limit; never negative after the capacity shrank)."""
-        if capacity <= 0:
-            return len(self.state.leases) + len(self.state.waiters) + 1
+        """Slots not leased (never negative after the capacity shrank)."""
         return max(0, capacity - len(self.state.leases))
 
     def position(self, holder: str) -> int | None:
@@ -158,16 +196,22 @@ class Budget:
         for holder in [h for h, lease in self.state.leases.items() if lease.until <= now]:
             del self.state.leases[holder]
             self.state.reclaimed += 1
+            self.state.taken = [*(h for h in self.state.taken if h != holder), holder][-TAKEN_KEPT:]
         kept = [w for w in self.state.waiters if w.until > now]
         self.state.lapsed_waiters += len(self.state.waiters) - len(kept)
         self.state.waiters = kept
         return now
 
     def _acquire(self, request: BudgetRequest, now: datetime, capacity: int) -> JsonDict:
+        if capacity <= 0:  # no limit: nothing to keep (so nothing piles up in the state either)
+            until = now + timedelta(seconds=request.lease_seconds)
+            return {"granted": True, "holder": request.holder, "grant": 0, "leaseUntil": iso(until), "position": None,
+                    **self._counts(capacity)}  # fmt: skip
         lease = self.state.leases.get(request.holder)
         if lease is not None:  # already held: a repeated acquire (or one re-sent after a crash) renews
             lease.until = now + timedelta(seconds=request.lease_seconds)
             return self._granted(lease, capacity)
+        self._count_loss(request.holder)  # its lease was reclaimed while it still had work: it asks again
         index = self.position(request.holder)
         queued = index is not None
         if index is None:
@@ -177,23 +221,43 @@ class Budget:
                 del self.state.waiters[index]
             return self._granted(self._grant(request, now), capacity)
         if not queued:
+            refused = self._refusal(request.holder)
+            if refused is not None:
+                return {"granted": False, "holder": request.holder, "position": None, "refused": refused,
+                        **self._counts(capacity)}  # fmt: skip
             self.state.waiters.append(Waiter(request.holder, now, now))
         self.state.waiters[index].until = now + timedelta(
             seconds=waiter_ttl(request.lease_seconds, request.wait_seconds)
         )
         return {"granted": False, "holder": request.holder, "position": index + 1, **self._counts(capacity)}
 
+    def _refusal(self, holder: str) -> str | None:
+        """Why a holder may not join the queue: one entry per collection, at most ``MAX_WAITERS`` entries."""
+        collection = collection_of(holder)
+        if any(collection_of(w.holder) == collection for w in self.state.waiters):
+            return REFUSED_COLLECTION_WAITS
+        if len(self.state.waiters) >= MAX_WAITERS:
+            return REFUSED_QUEUE_FULL
+        return None
+
     def _renew(self, request: BudgetRequest, now: datetime, capacity: int) -> JsonDict:
-        lease = self.state.leases.get(request.holder)
-        if lease is None and self.position(request.holder) is not None:
+        """Keep a held slot. A slot that is gone (its lease ran out unrenewed, or it was released) is never taken
+        back here, even when free: the holder must ask again like anyone else, and the loss is counted."""
+        if capacity <= 0:
+            return self._acquire(request, now, capacity)
+        if self.state.leases.get(request.holder) is None and self.position(request.holder) is not None:
             return self._acquire(request, now, capacity)  # it was queued after all: renewing is asking again
+        lease = self.state.leases.get(request.holder)
         if lease is None:
-            # The lease lapsed (its holder could not renew in time). Take a slot back only if that overtakes no one.
-            if len(self.state.waiters) >= self.free(capacity):
-                return {"granted": False, "holder": request.holder, "position": None, **self._counts(capacity)}
-            lease = self._grant(request, now)
+            self._count_loss(request.holder)
+            return {"granted": False, "holder": request.holder, "position": None, **self._counts(capacity)}
         lease.until = now + timedelta(seconds=request.lease_seconds)
         return self._granted(lease, capacity)
+
+    def _count_loss(self, holder: str) -> None:
+        if holder in self.state.taken:
+            self.state.taken.remove(holder)
+            self.state.lost += 1
 
     def _grant(self, request: BudgetRequest, now: datetime) -> Lease:
         self.state.granted += 1
@@ -224,3 +288,12 @@ class Budget:
 
     def _counts(self, capacity: int) -> JsonDict:
         return {"held": len(self.state.leases), "waiting": len(self.state.waiters), "capacity": capacity}
+
+
+def _clamped(request: BudgetRequest, limits: Limits) -> BudgetRequest:
+    """The request's lease and wait, no longer than the settings allow (what a request says is only a wish)."""
+    lease = min(request.lease_seconds, limits.lease_seconds)
+    wait = min(request.wait_seconds, limits.wait_seconds, lease)
+    if (lease, wait) == (request.lease_seconds, request.wait_seconds):
+        return request
+    return replace(request, lease_seconds=lease, wait_seconds=wait)

@@ -17,16 +17,20 @@ from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict
 
 OPERATIONS = ("acquire", "renew", "renew_collection", "release", "release_collection", "status")
-"""``acquire`` asks for (or keeps) a slot and joins the queue if none is free; ``renew`` keeps a held slot without
-queueing; ``renew_collection`` renews the listed holders of one collection at once (one operation per renewal period
-for the whole collection, instead of one per lane); ``release`` gives a slot (or a queue place) back;
-``release_collection`` releases every holder of one collection; ``status`` answers a snapshot."""
+"""``acquire`` asks for (or keeps) a slot and joins the queue if none is free (with ``release``, it first gives back
+the slot of a lane of the same collection that just ended); ``renew`` keeps a held slot without queueing;
+``renew_collection`` renews the listed holders of one collection at once (one operation per renewal period for the
+whole collection, instead of one per lane); ``release`` gives a slot (or a queue place) back; ``release_collection``
+releases every holder of one collection; ``status`` answers a snapshot. Every operation but ``status`` carries the
+collection's ``token``."""
 
 _HOLDER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,63})/([0-9]{1,9})$")
 MAX_LEASE_SECONDS = 86_400.0
 MAX_HOLDERS = 1000
 """Holders one ``renew_collection`` may list (a collection's K is at most 100 lanes)."""
 MIN_WAIT_SECONDS = 0.01
+SLOT_MARGIN_SECONDS = 10.0
+_TOKEN = re.compile(r"^[0-9a-f]{0,64}$")
 
 
 def entity_key(tenant_id: str, source: str) -> str:
@@ -78,6 +82,15 @@ class BudgetRequest:
     wait_seconds: float = 10.0
     holders: tuple[str, ...] = ()
     """``renew_collection``: the holders (all of ``collection``) whose slots to renew."""
+    token: str = ""
+    """The collection's token (``shared.budget_token``), checked by the entity when a secret is configured."""
+    release: str = ""
+    """``acquire``: a holder of the same collection to release first (the lane that just ended)."""
+
+    @property
+    def owner(self) -> str:
+        """The collection this request acts for ("" for ``status``)."""
+        return self.collection or collection_of(self.holder)
 
     @classmethod
     def parse(cls, op: str | None, data: Any) -> BudgetRequest:
@@ -87,24 +100,34 @@ class BudgetRequest:
             return cls(op)
         if not isinstance(data, dict):
             raise RequestValidationError("input", "must be an object")
+        token = data.get("token", "")
+        if not isinstance(token, str) or not _TOKEN.fullmatch(token):
+            raise RequestValidationError("token", "must be the collection's budget token (hex)")
         if op == "release_collection":
             collection = data.get("collection")
             if not isinstance(collection, str) or not names.is_safe_id(collection):
                 raise RequestValidationError("collection", "must be a collection id")
-            return cls(op, collection=collection)
+            return cls(op, collection=collection, token=token)
         if op == "renew_collection":
-            return cls._renew_collection(data)
+            return cls._renew_collection(data, token)
         holder = data.get("holder")
         if not isinstance(holder, str) or not _HOLDER.fullmatch(holder):
             raise RequestValidationError("holder", "must be <collection id>/<lane number>")
         if op == "release":
-            return cls(op, holder=holder)
+            return cls(op, holder=holder, token=token)
         lease = _seconds(data.get("leaseSeconds"), "leaseSeconds", 1.0, MAX_LEASE_SECONDS)
         wait = _seconds(data.get("waitSeconds"), "waitSeconds", MIN_WAIT_SECONDS, lease)
-        return cls(op, holder=holder, lease_seconds=lease, wait_seconds=wait)
+        release = data.get("release", "") if op == "acquire" else ""
+        if release and (
+            not isinstance(release, str)
+            or not _HOLDER.fullmatch(release)
+            or collection_of(release) != collection_of(holder)
+        ):
+            raise RequestValidationError("release", "must be a holder id of the same collection")
+        return cls(op, holder=holder, lease_seconds=lease, wait_seconds=wait, token=token, release=release)
 
     @classmethod
-    def _renew_collection(cls, data: JsonDict) -> BudgetRequest:
+    def _renew_collection(cls, data: JsonDict, token: str) -> BudgetRequest:
         collection = data.get("collection")
         if not isinstance(collection, str) or not names.is_safe_id(collection):
             raise RequestValidationError("collection", "must be a collection id")
@@ -117,24 +140,36 @@ class BudgetRequest:
         lease = _seconds(data.get("leaseSeconds"), "leaseSeconds", 1.0, MAX_LEASE_SECONDS)
         wait = _seconds(data.get("waitSeconds"), "waitSeconds", MIN_WAIT_SECONDS, lease)
         return cls(
-            "renew_collection", collection=collection, lease_seconds=lease, wait_seconds=wait, holders=tuple(holders)
+            "renew_collection",
+            collection=collection,
+            lease_seconds=lease,
+            wait_seconds=wait,
+            holders=tuple(holders),
+            token=token,
         )
 
     def to_json(self) -> JsonDict:
         if self.op == "status":
             return {}
+        data: JsonDict
         if self.op == "renew_collection":
-            return {
+            data = {
                 "collection": self.collection,
                 "holders": list(self.holders),
                 "leaseSeconds": self.lease_seconds,
                 "waitSeconds": self.wait_seconds,
             }
-        if self.op == "release_collection":
-            return {"collection": self.collection}
-        if self.op == "release":
-            return {"holder": self.holder}
-        return {"holder": self.holder, "leaseSeconds": self.lease_seconds, "waitSeconds": self.wait_seconds}
+        elif self.op == "release_collection":
+            data = {"collection": self.collection}
+        elif self.op == "release":
+            data = {"holder": self.holder}
+        else:
+            data = {"holder": self.holder, "leaseSeconds": self.lease_seconds, "waitSeconds": self.wait_seconds}
+            if self.release:
+                data["release"] = self.release
+        if self.token:
+            data["token"] = self.token
+        return data
 
 
 def _seconds(value: Any, field: str, low: float, high: float) -> float:
@@ -165,19 +200,35 @@ class BudgetOptions:
     def renew_seconds(self) -> float:
         return self.lease_seconds / 3
 
-    def acquire(self, holder: str) -> BudgetRequest:
-        return BudgetRequest("acquire", holder, lease_seconds=self.lease_seconds, wait_seconds=self.poll_seconds)
+    @property
+    def margin_seconds(self) -> float:
+        """How long before its lease ends a slot counts as gone: room for the clocks of the worker that ran the
+        entity and of the one that runs an activity to differ (NTP keeps Azure's within a second)."""
+        return min(SLOT_MARGIN_SECONDS, self.lease_seconds / 10)
 
-    def renew(self, holder: str) -> BudgetRequest:
-        return BudgetRequest("renew", holder, lease_seconds=self.lease_seconds, wait_seconds=self.poll_seconds)
+    def acquire(self, holder: str, *, token: str = "", release: str = "") -> BudgetRequest:
+        return BudgetRequest(
+            "acquire",
+            holder,
+            lease_seconds=self.lease_seconds,
+            wait_seconds=self.poll_seconds,
+            token=token,
+            release=release,
+        )
 
-    def renew_collection(self, collection: str, holders: list[str]) -> BudgetRequest:
+    def renew(self, holder: str, *, token: str = "") -> BudgetRequest:
+        return BudgetRequest(
+            "renew", holder, lease_seconds=self.lease_seconds, wait_seconds=self.poll_seconds, token=token
+        )
+
+    def renew_collection(self, collection: str, holders: list[str], *, token: str = "") -> BudgetRequest:
         return BudgetRequest(
             "renew_collection",
             collection=collection,
             lease_seconds=self.lease_seconds,
             wait_seconds=self.poll_seconds,
             holders=tuple(holders),
+            token=token,
         )
 
     def to_json(self) -> JsonDict:

@@ -14,7 +14,8 @@
     │   │   ├── AuditingDisabledError  unified auditing is turned off in the tenant (names the fix)
     │   │   └── QueryFailedError     the server reports the query failed or was cancelled
     │   └── NeedsSplitError    the window hit the source's result cap; split it and query again
-    └── SinkError              writing output failed
+    ├── SinkError              writing output failed
+    └── SlotExpiredError       the lane's tenant budget slot ran out before a server-side step (no request sent)
 
 Messages never contain secrets (client secrets, tokens, certificate material, SAS signatures).
 ``dooms_collection`` marks errors that will fail every chunk alike, so the orchestrator stops early.
@@ -139,3 +140,10 @@ class NeedsSplitError(AuditApiError):
 
 class SinkError(CollectorError):
     kind = "sink"
+
+
+class SlotExpiredError(CollectorError):
+    """The lane's tenant budget slot (its lease, as the orchestration last saw it) has run out: the activity sends
+    no more requests, and the window asks the budget again before the lane goes on (``shared.slot_deadline``)."""
+
+    kind = "slot_expired"

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.audit.ports import AuditFilters, TimeWindow
-from shared.errors import CollectorError, SinkError, TransientApiError
+from shared.errors import CollectorError, SinkError, SlotExpiredError, TransientApiError
 from shared.redact import redact
 
 JsonDict = dict[str, Any]
@@ -21,7 +21,9 @@ SOURCES = ("graph", "exchange")
 # Failures worth another try of the same step: throttling/5xx that outlived the activity's own retries, an output
 # write that failed (the write is idempotent: same name, replaced whole), and an activity that raised unexpectedly
 # (a worker crash or a bug; bounded by max_attempts). A retried Graph submit finds its earlier query first.
-RETRYABLE_KINDS = frozenset({TransientApiError.kind, SinkError.kind, "activity_crashed", "budget_unavailable"})
+RETRYABLE_KINDS = frozenset(
+    {TransientApiError.kind, SinkError.kind, SlotExpiredError.kind, "activity_crashed", "budget_unavailable"}
+)
 
 
 def iso(moment: datetime) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from shared import hosting
+from shared.budget_token import collection_token
 from shared.budget_wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.models import SOURCES
@@ -72,6 +73,9 @@ DEFAULT_TASK_HUB = "UalCollector"
 
 PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
 """Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting``)."""
+
+BUDGET_KEY_SETTING = "COLLECTOR_BUDGET_SECRET"
+BUDGET_KEY_CHARS = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,9 @@ class Settings:
     """Exchange windows are sized (split before they start) so each is expected to hold at most this fraction of
     what one call returns (5,000), or of the session cap once sessions are seen to continue: most calls then come back
     short, which is what proves a window complete. 0 = no sizing (the planned chunks as they are)."""
+    budget_secret: str | None = field(default=None, repr=False)
+    """Key of the per-collection tokens that tie budget operations to their collection (``shared.budget_token``).
+    Without it the entity cannot tell who sends what (its other rules still hold): set it on Azure."""
 
     hosting_plan: str = hosting.LOCAL
     """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
@@ -168,6 +175,11 @@ class Settings:
         """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
         capacity = self.budget_graph if source == "graph" else self.budget_exchange
         return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
+
+    def budget_token(self, collection_id: str, source: str) -> str:
+        """The token a collection (or the doctor's holder) sends with its operations on the ``source`` budget ("" when
+        no secret is set: nothing is authenticated)."""
+        return collection_token(self.budget_secret or "", collection_id)
 
     @property
     def sink_kind(self) -> str:
@@ -266,6 +278,7 @@ class Settings:
             budget_poll_seconds=reader.number(
                 "COLLECTOR_BUDGET_POLL_SECONDS", d.budget_poll_seconds, float, 0.01, 3600
             ),
+            budget_secret=reader.secret(BUDGET_KEY_SETTING, BUDGET_KEY_CHARS),
             hosting_plan=hosting.hosting_plan(env),
             hosting_evidence=hosting.evidence(env),
             clock_file=reader.optional("COLLECTOR_CLOCK_FILE"),
@@ -318,6 +331,12 @@ class _Reader:
     def password(self, name: str) -> str | None:
         """A password is taken as given (spaces are characters of it); empty means none."""
         return self._env.get(name) or None
+
+    def secret(self, name: str, min_chars: int) -> str | None:
+        value = self.optional(name)
+        if value is not None and len(value) < min_chars:
+            raise ConfigError(name, f"must be at least {min_chars} characters")
+        return value
 
     def text(self, name: str, default: str) -> str:
         return self.optional(name) or default

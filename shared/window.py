@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 
 from shared import chunk_rules, names, progress_grid
 from shared.collection_spec import CollectionSpec
+from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
-from shared.window_budget import BudgetLanes
+from shared.window_budget import SERVER_PHASES, BudgetLanes
 from shared.window_exchange import ExchangeLanes
 from shared.window_state import (
     BUDGET,
@@ -50,7 +51,9 @@ __all__ = ["CollectionSpec", "CollectionWindow"]
 class CollectionWindow(BudgetLanes, ExchangeLanes):
     """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and execution switches."""
 
-    def __init__(self, spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH) -> None:
+    def __init__(
+        self, spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH, budget_token: str = ""
+    ) -> None:
         self.spec = spec
         self.planned = spec.planned
         self.state = carried or Carried()
@@ -64,7 +67,9 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         self.grid = progress_grid.GridPublisher(spec)
         self.renewing = False
         """The collection-wide renewal of its budget slots is in flight (an entity call of this execution)."""
+        self.renew_holders: list[str] = []
         self.budget = spec.options.budget
+        self.budget_token = budget_token
         self.free_slots = 1
         """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
         self.ended: list[Lane] = []
@@ -160,16 +165,18 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             steps += self._start_lane(self._sized(chunk))
         if not self.switching:
             steps += self._unpark()
-        return steps
+        return steps + self._settle_spares()
 
     def _start_lane(self, chunk: Chunk) -> list[Step]:
-        """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it first asks
-        for a slot (``BUDGET``), and its server-side work starts once granted."""
-        lane = Lane(self.state.next_lane, chunk, BUDGET if self.budget.enabled else self._first_phase())
+        """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it takes the
+        slot of a lane that just ended, or asks for one (``BUDGET``) and its server-side work starts once granted."""
+        lane = Lane(self.state.next_lane, chunk, self._first_phase())
         lane.started_at = self.now
         self.state.next_lane += 1
         self.started_this_execution += 1
         self.lanes[lane.id] = lane
+        if self.budget.enabled:
+            return self._take_slot(lane)
         return [self._call(lane)]
 
     def park(self, lane_id: int, *, fired: bool = False) -> None:
@@ -203,6 +210,8 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             return self._end(lane)
         if result.needs_split:
             return self._needs_split(lane)
+        if result.error is not None and result.error.kind == SlotExpiredError.kind:
+            return self._slot_expired(lane, result.error)
         if result.error is not None:
             return self._error(lane, result.error)
         lane.step_failures = 0
@@ -303,7 +312,7 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         else:
             self.state.splits += 1
             self.state.requeued[:0] = list(lane.chunk.halves())
-        return self._release(lane)
+        return self._give_back(lane)
 
     # --- issuing steps (or parking them while the window switches executions) ---------------------------------
     def _next_call(self, lane: Lane) -> list[Step]:
@@ -338,6 +347,8 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
     def _call(self, lane: Lane) -> CallActivity | CallEntity:
         if lane.phase == BUDGET:
             return self._acquire(lane)
+        if self._needs_slot(lane):  # its slot is gone or its deadline passed: ask again before calling
+            return self._ask_again(lane)
         if lane.attempts == 0 or lane.step_failures > 0:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
             # Polls and the submit → collect hand-over belong to the same attempt.
@@ -355,6 +366,8 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             "attempt": lane.attempts,
             "highCompleteness": self.options.high_completeness,
         }
+        if lane.phase in SERVER_PHASES and self.budget.enabled:
+            payload.update(self._slot_payload(lane))
         if lane.phase == COLLECT:
             payload["cursor"] = lane.cursor
             payload["call"] = lane.calls - 1  # every call writes its own part, retries included

@@ -6,17 +6,25 @@ A mixin of ``shared.window.CollectionWindow`` (kept apart so both stay small), p
   a slot for its holder id ``<collection>/<lane>``; the answer is a grant or a queue place, in one call. Granted, the
   lane starts its first server-side step; queued, it asks again after ``poll_seconds`` (a durable timer: an entity
   cannot call back). At most one lane of a collection waits: while it does, no other lane starts, and a second lane
-  answered "queued" gives back its queue place and its chunk (which waits unstarted, first in line). So a waiting
-  collection costs one timer and one entity call per poll, not K.
-* A lane gives back its slot (or queue place) wherever it ends (done, failed, split, unstarted) with a one-way
-  ``release`` signal; when it held a slot and a lane of the same collection waits on its poll timer, that timer is
-  cancelled and the lane asks again at once, after the release (one sender's operations reach an entity in order).
+  answered "queued" (or "refused": the entity keeps one queue entry per collection) gives back its turn and its
+  chunk (which waits unstarted, first in line). So a waiting collection costs one timer and one entity call per poll.
+* **Handed on.** A lane that ends with its slot leaves it to the collection's next chunk without asking the entity
+  (same holder id, same lease) when the entity's latest answer is younger than ``poll_seconds`` and said nobody
+  waits; otherwise the next chunk's ``acquire`` carries the ``release`` of the ended lane's slot (one call, not
+  two), and the entity gives the slot to whoever is entitled. With no chunk to start, the slot goes to a lane of
+  the collection that waits (its poll timer cancelled, it asks again at once with the release folded in) or back to
+  the budget with a one-way ``release``.
+* **Never past its lease.** Each server-side call carries the slot's deadline (its lease end as the entity last said,
+  less ``BudgetOptions.margin_seconds``); a lane whose deadline has passed, or whose slot a renewal found gone, asks
+  the budget again before its next call, keeping what it did so far (its query, its session cursor). The activity
+  checks the deadline too (``shared.slot_deadline``) and answers ``slot_expired`` instead of calling. A lane that
+  does not get the same grant back lost its slot: ``budget.lost`` counts it.
 * One ``renew_collection`` per ``renew_seconds`` (a third of the lease) renews every slot the collection holds: one
-  timer and one call per period, whatever K. A slot the entity no longer knows (its lease ran out unrenewed) is
-  counted as lost; its lane goes on.
+  timer and one call per period, whatever K; its answer carries the new lease end.
 * The renewal's due time is carried across continue-as-new, like every lane (holder ids stay the same because lane
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
+* Every operation carries the collection's token (``shared.budget_token``) from the orchestration input.
 
 With a budget of 0 (``RunOptions.budget_capacity``, also what an input written before the budget reads as) none of
 this runs: lanes start in their first server-side phase and nothing is sent to the entity.
@@ -24,26 +32,32 @@ this runs: lanes start in their first server-side phase and nothing is sent to t
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from shared.budget_wire import BudgetOptions, holder_id
+from shared.budget_wire import BudgetOptions, BudgetRequest, holder_id
 from shared.collection_spec import CollectionSpec
-from shared.models import ActivityError, JsonDict
+from shared.models import ActivityError, JsonDict, iso, parse_iso
 from shared.window_state import (
     BUDGET,
     COLLECT,
+    POLL,
     RENEW,
     SUBMIT,
+    CallActivity,
     CallEntity,
     Cancel,
     Carried,
     Lane,
     RunOptions,
     SignalEntity,
+    Slot,
     Step,
     Wait,
     later,
 )
+
+SERVER_PHASES = frozenset({SUBMIT, POLL, COLLECT})
+"""Phases whose calls use the lane's slot (a DELETE ends a query: it needs none)."""
 
 
 class BudgetLanes:
@@ -55,14 +69,27 @@ class BudgetLanes:
     now: datetime
     renewing: bool
     """The collection-wide renewal is in flight (an entity call of this execution)."""
+    renew_holders: list[str]
+    """The holders that renewal names (only their leases move to its answer's ``leaseUntil``)."""
     free_slots: int
     """Slots the budget's latest answer left free with nobody waiting: how many lanes may ask at once."""
     budget: BudgetOptions
     """The collection's ``RunOptions.budget`` (built once: the window runs again on every replay)."""
+    budget_token: str
+    """The collection's token, sent with every operation (from the orchestration input; "" without a secret)."""
 
     @property
     def options(self) -> RunOptions:
         raise NotImplementedError
+
+    @property
+    def switching(self) -> bool:
+        raise NotImplementedError
+
+    @property
+    def spares(self) -> list[Slot]:
+        """Slots of lanes that ended, not yet handed on (``fill`` settles them; a switch carries them)."""
+        return self.state.spares
 
     def _next_call(self, lane: Lane) -> list[Step]:
         raise NotImplementedError
@@ -76,67 +103,183 @@ class BudgetLanes:
     def _conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]:
         raise NotImplementedError
 
+    def _call(self, lane: Lane) -> CallActivity | CallEntity:
+        raise NotImplementedError
+
+    # --- starting a lane --------------------------------------------------------------------------------------
     def _may_ask(self) -> bool:
-        """Whether a new lane may start (asking for a slot): no lane of this collection waits in the budget's queue,
-        and fewer lanes ask than the latest answer left slots free (one at a time when nothing is known), so lanes
-        rarely ask for slots that are not there."""
+        """Whether a new lane may start: no lane of this collection waits in the budget's queue, and a slot of an
+        ended lane is at hand or fewer lanes ask than the latest answer left slots free (one at a time when nothing
+        is known), so lanes rarely ask for slots that are not there."""
         if not self.budget.enabled:
             return True
-        asking = [lane for lane in self.lanes.values() if lane.phase == BUDGET]
-        return not any(lane.budget_waits for lane in asking) and len(asking) < max(1, self.free_slots)
+        if self._queued() is not None:
+            return False
+        asking = sum(1 for lane in self.lanes.values() if lane.phase == BUDGET)
+        return bool(self.spares) or asking < max(1, self.free_slots)
 
-    def _learn(self, answer: JsonDict) -> None:
-        if all(isinstance(answer.get(key), int) for key in ("capacity", "held", "waiting")):
-            self.free_slots = int(answer["capacity"]) - int(answer["held"]) - int(answer["waiting"])
+    def _take_slot(self, lane: Lane) -> list[Step]:
+        """A new lane's first step: the slot of a lane that just ended when nobody waits for it, else ``acquire``
+        (with that slot's release folded in)."""
+        spare = self.spares.pop(0) if self.spares else None
+        if spare is not None and self._may_hand_on(spare):
+            lane.slot, lane.holds_slot = spare, True
+            spare.since = self.now
+            return [self._call(lane)]
+        lane.phase = BUDGET
+        return [self._acquire(lane, release=spare)]
 
-    def _queued(self) -> Lane | None:
-        """The lane that waits for tenant budget (answered "queued"): at most one per collection."""
-        return next((lane for lane in self.lanes.values() if lane.phase == BUDGET and lane.budget_waits), None)
+    def _may_hand_on(self, spare: Slot) -> bool:
+        """The entity's latest answer is younger than a poll and said nobody waits, and the chunk that ended kept
+        the slot for at most a poll. A waiter that queued since that answer is therefore passed over only by chunks
+        that end within about a poll, and is served at most about two polls later than if every slot went back
+        through the budget (it asks again only every poll anyway); chunks longer than a poll never hand on."""
+        poll = timedelta(seconds=self.budget.poll_seconds)
+        short = spare.since is not None and self.now - spare.since <= poll
+        return short and self._nobody_waits()
 
+    def _nobody_waits(self) -> bool:
+        """The entity's latest answer is younger than a poll and said nobody (of any collection) waits."""
+        seen = self.state.budget_seen_at
+        fresh = seen is not None and self.now - seen <= timedelta(seconds=self.budget.poll_seconds)
+        return fresh and self.state.budget_waiting == 0 and self._queued() is None
+
+    def _needs_slot(self, lane: Lane) -> bool:
+        """The lane's next call uses its slot, and the slot is gone or its deadline has passed."""
+        if not self.budget.enabled or lane.phase not in SERVER_PHASES:
+            return False
+        deadline = self._deadline(lane)
+        return not lane.holds_slot or deadline is None or self.now >= deadline
+
+    def _deadline(self, lane: Lane) -> datetime | None:
+        if lane.slot is None or lane.slot.lease_until is None:
+            return None
+        return lane.slot.lease_until - timedelta(seconds=self.budget.margin_seconds)
+
+    def _slot_payload(self, lane: Lane) -> JsonDict:
+        """What the activity checks before each request: the slot's deadline (and whether pages are checked)."""
+        deadline = self._deadline(lane)
+        if deadline is None:
+            return {}
+        assert lane.slot is not None
+        pages, lane.slot.pages_free = not lane.slot.pages_free, False
+        return {"slotDeadline": iso(deadline), "slotPages": pages}
+
+    def _ask_again(self, lane: Lane) -> CallEntity:
+        """The lane's slot is gone or its deadline passed: back to the queue with what it did so far."""
+        lane.holds_slot = False
+        lane.phase = BUDGET
+        lane.budget_waits = 0
+        return self._acquire(lane)
+
+    # --- answers ----------------------------------------------------------------------------------------------
     def on_budget(self, lane_id: int, answer: JsonDict | None) -> list[Step]:
         """The tenant budget answered a lane's ``acquire`` (or the collection's renewal); ``None``: the call failed."""
         if lane_id == RENEW:
             return self._renewed(answer)
         lane = self.lanes[lane_id]
         lane.issued_at = lane.due = None
-        if answer is not None:
-            self._learn(answer)
         if answer is None:
             return self._error(lane, ActivityError("budget_unavailable", "the tenant budget entity did not answer"))
+        self._learn(answer)
+        granted = bool(answer.get("granted"))
+        self._count_loss(lane, answer)
+        if granted:
+            until = answer.get("leaseUntil")
+            grant = answer.get("grant")
+            lane.slot = Slot(
+                self._holder_number(lane),
+                parse_iso(until) if isinstance(until, str) else None,
+                int(grant) if isinstance(grant, int) else None,
+                since=self.now,
+            )
+            lane.holds_slot = True
         if self.state.doomed is not None:  # nothing more starts: the chunk stays for a retry
-            lane.holds_slot = bool(answer.get("granted"))
             return self._conclude(lane, ("unstarted", None))
         lane.step_failures = 0
-        if answer.get("granted"):
-            lane.holds_slot = True
-            lane.phase = self._first_phase()
+        if granted:
+            lane.phase = self._resume_phase(lane)
             return self._next_call(lane) + self._keep_renewing()
         lane.budget_waits += 1
         self.state.budget_waits += 1
         queued = self._queued()
-        if queued is not None and queued is not lane:  # one lane per collection waits; this chunk waits unstarted
-            return self._conclude(lane, ("unstarted", None))
+        if queued is not None and queued is not lane and not _has_progress(lane):
+            return self._conclude(lane, ("unstarted", None))  # one lane per collection waits; this chunk waits
         return self._wait(lane, later(self.now, self.budget.poll_seconds))
+
+    def _slot_expired(self, lane: Lane, error: ActivityError) -> list[Step]:
+        """The activity found the slot's deadline passed and sent nothing (or stopped between pages). Once the
+        window sees it passed too, the lane asks the budget again. If the window has seen the lease renewed since
+        the call was sent, the call goes again after a back-off, without the page check (so an export longer than
+        a lease ends); counted as a failed step, so an activity that keeps refusing a lease the window sees renewed
+        (a worker clock ahead by more than the margin) ends after the attempts instead of looping."""
+        if self._needs_slot(lane):
+            return self._next_call(lane)
+        if lane.slot is not None:
+            lane.slot.pages_free = True
+        return self._error(lane, error)
+
+    def _count_loss(self, lane: Lane, answer: JsonDict) -> None:
+        """A lane that asked again with a slot it held counts a loss unless it got the same grant back."""
+        if lane.slot is None or lane.slot.grant is None:
+            return
+        if not answer.get("granted") or answer.get("grant") != lane.slot.grant:
+            self.state.budget_lost += 1
+        lane.slot.grant = None
+
+    def _learn(self, answer: JsonDict) -> None:
+        if all(isinstance(answer.get(key), int) for key in ("capacity", "held", "waiting")):
+            self.free_slots = int(answer["capacity"]) - int(answer["held"]) - int(answer["waiting"])
+            self.state.budget_waiting = int(answer["waiting"])
+            self.state.budget_seen_at = self.now
+
+    def _resume_phase(self, lane: Lane) -> str:
+        """Where a granted lane goes on: its first step, or the one it stopped at when its slot was lost."""
+        if self.spec.source == "graph":
+            return POLL if lane.query_id is not None else SUBMIT
+        return COLLECT
 
     def _first_phase(self) -> str:
         return SUBMIT if self.spec.source == "graph" else COLLECT
 
-    def _holder(self, lane: Lane) -> str:
-        return holder_id(self.spec.collection_id, lane.id)
+    def _queued(self) -> Lane | None:
+        """The lane that waits for tenant budget (answered "queued"): at most one per collection."""
+        return next((lane for lane in self.lanes.values() if lane.phase == BUDGET and lane.budget_waits), None)
 
-    def _release(self, lane: Lane) -> list[Step]:
-        """A lane that ended gives back its slot (or its queue place). When it held a slot and a lane of this
-        collection waits on its poll timer, that lane asks again now, right after the release (one sender's
-        operations reach the entity in order), instead of at its next poll."""
+    # --- giving slots back ------------------------------------------------------------------------------------
+    def _give_back(self, lane: Lane) -> list[Step]:
+        """A lane ended: a slot it holds is kept for the collection's next chunk (``fill`` settles it); a queue
+        place, a slot of a doomed collection, or a slot whose deadline passed is given back at once."""
+        if lane.holds_slot and lane.slot is not None and self.state.doomed is None:
+            self.spares.append(lane.slot)
+            lane.holds_slot = False
+            return []
         if not (lane.holds_slot or lane.phase == BUDGET):
             return []
-        steps: list[Step] = [SignalEntity("release", {"holder": self._holder(lane)})]
-        queued = self._queued()
-        if lane.holds_slot and queued is not None and queued.issued_at is None and not queued.parked:
-            steps += [Cancel(queued.id), *self._next_call(queued)]
         lane.holds_slot = False
+        return [self._release_signal(self._holder(lane))]
+
+    def _settle_spares(self) -> list[Step]:
+        """Slots no new chunk took: kept for the next execution while the window switches and nobody waits (as far
+        as the entity's latest answer, younger than a poll, tells); otherwise to the collection's waiting lane (its
+        timer cancelled, it asks again now with the release folded in), or back to the budget, where a waiter takes
+        it at its next poll instead of it idling through the switch."""
+        steps: list[Step] = []
+        if self.switching and self._nobody_waits():
+            return steps
+        while self.spares:
+            spare = self.spares.pop(0)
+            queued = self._queued()
+            if queued is not None and queued.issued_at is None and not queued.parked and not self.switching:
+                steps += [Cancel(queued.id), self._acquire(queued, release=spare)]
+            else:
+                steps.append(self._release_signal(holder_id(self.spec.collection_id, spare.holder)))
         return steps
 
+    def _release_signal(self, holder: str) -> SignalEntity:
+        return SignalEntity("release", BudgetRequest("release", holder, token=self.budget_token).to_json())
+
+    # --- renewals ---------------------------------------------------------------------------------------------
     def _keep_renewing(self) -> list[Step]:
         """Start the collection's renewal timer if none is pending: one renewal for all its slots per period."""
         if self.state.renew_due is not None or self.renewing:
@@ -147,27 +290,56 @@ class BudgetLanes:
     def _renew(self) -> list[Step]:
         self.state.renew_due = None
         holders = [self._holder(lane) for lane in self.lanes.values() if lane.holds_slot]
+        holders += [holder_id(self.spec.collection_id, spare.holder) for spare in self.spares]
         if not holders:
             return []
-        self.renewing = True
-        request = self.budget.renew_collection(self.spec.collection_id, holders)
+        self.renewing, self.renew_holders = True, holders
+        request = self.budget.renew_collection(self.spec.collection_id, holders, token=self.budget_token)
         return [CallEntity(RENEW, "renew_collection", request.to_json())]
 
     def _renewed(self, answer: JsonDict | None) -> list[Step]:
-        """A slot a renewal found lost (its lease ran out unrenewed) is counted; its lane goes on regardless."""
+        """The renewed slots get the answer's lease end; a slot found lost (its lease ran out unrenewed) is counted
+        and its lane asks for a slot again before its next call."""
         self.renewing = False
         if answer is not None:
             self._learn(answer)
-            self.state.budget_lost += len(answer.get("lost") or [])
-        return self._keep_renewing() if any(lane.holds_slot for lane in self.lanes.values()) else []
+            lost = set(answer.get("lost") or [])
+            until = answer.get("leaseUntil")
+            for lane in self.lanes.values():
+                holder = self._holder(lane)
+                if not lane.holds_slot or lane.slot is None or holder not in self.renew_holders:
+                    continue
+                if holder in lost:
+                    lane.holds_slot, lane.slot.grant = False, None
+                    self.state.budget_lost += 1
+                elif isinstance(until, str):
+                    lane.slot.lease_until = parse_iso(until)
+            for spare in list(self.spares):  # a kept slot found gone is simply forgotten: no lane was using it
+                holder = holder_id(self.spec.collection_id, spare.holder)
+                if holder in lost:
+                    self.spares.remove(spare)
+                elif holder in self.renew_holders and isinstance(until, str):
+                    spare.lease_until = parse_iso(until)
+        holding = self.spares or any(lane.holds_slot for lane in self.lanes.values())
+        return self._keep_renewing() if holding else []
 
-    def _acquire(self, lane: Lane) -> CallEntity:
+    # --- requests ---------------------------------------------------------------------------------------------
+    def _holder_number(self, lane: Lane) -> int:
+        return lane.slot.holder if lane.slot is not None else lane.id
+
+    def _holder(self, lane: Lane) -> str:
+        return holder_id(self.spec.collection_id, self._holder_number(lane))
+
+    def _acquire(self, lane: Lane, release: Slot | None = None) -> CallEntity:
         lane.issued_at = self.now
-        return CallEntity(lane.id, "acquire", self.budget.acquire(self._holder(lane)).to_json())
+        released = holder_id(self.spec.collection_id, release.holder) if release is not None else ""
+        request = self.budget.acquire(self._holder(lane), token=self.budget_token, release=released)
+        return CallEntity(lane.id, "acquire", request.to_json())
 
     def _budget_status(self) -> JsonDict | None:
         """The custom status's ``budget``: slots held, lanes asking for one, and "waiting for tenant budget" while a
-        lane waits (``waits``: times a lane was answered "queued"; ``lost``: slots a renewal found gone)."""
+        lane waits (``waits``: times a lane was answered "queued"; ``lost``: slots taken away from a lane that still
+        had work)."""
         if not self.budget.enabled:
             return None
         held = sum(1 for lane in self.lanes.values() if lane.holds_slot)
@@ -180,3 +352,8 @@ class BudgetLanes:
             "waits": self.state.budget_waits,
             "lost": self.state.budget_lost,
         }
+
+
+def _has_progress(lane: Lane) -> bool:
+    """The lane did server-side work it would lose by giving its chunk back (a query, a session cursor)."""
+    return lane.query_id is not None or lane.cursor is not None

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared.budget_slot import Slot
 from shared.models import ActivityError, Chunk, ChunkSummary, JsonDict, iso, parse_iso
 from shared.run_options import RunOptions
 from shared.window_sizing import ExchangeSizing
@@ -74,6 +75,7 @@ _LANE_KEYS = frozenset(
         "ending",
         "holdsSlot",
         "budgetWaits",
+        "slot",
         "startedAt",
     }
 )
@@ -115,6 +117,9 @@ class Lane:
     """The lane holds a tenant budget slot (granted, not yet released): renewed with the collection's others."""
     budget_waits: int = 0
     """Times the budget answered this lane "queued" (it waits for tenant budget while this is > 0 in BUDGET)."""
+    slot: Slot | None = None
+    """The tenant budget slot the lane uses or last used (its holder id, lease and grant), kept while the lane asks
+    again so that a loss can be told from a renewal."""
     started_at: datetime | None = None
     """When the lane began (orchestration time): how long its chunk took, for the chunk.ended log event."""
     extra: JsonDict = field(default_factory=dict)
@@ -157,6 +162,7 @@ class Lane:
             "ending": ending,
             "holdsSlot": self.holds_slot,
             "budgetWaits": self.budget_waits,
+            "slot": self.slot.to_json() if self.slot else None,
             "startedAt": iso(self.started_at) if self.started_at else None,
         }
 
@@ -188,6 +194,7 @@ class Lane:
             ending=ending,
             holds_slot=bool(data.get("holdsSlot", False)),
             budget_waits=int(data.get("budgetWaits", 0)),
+            slot=Slot.from_json(data["slot"]) if data.get("slot") else None,
             started_at=parse_iso(data["startedAt"]) if data.get("startedAt") else None,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
@@ -221,11 +228,21 @@ class Carried:
     budget_waits: int = 0
     """Times a lane of this collection was answered "queued" by the tenant budget."""
     budget_lost: int = 0
-    """Slots a renewal found lost (held past their lease without renewal): the lane went on regardless."""
+    """Slots taken away from a lane that still had work (a renewal found them gone, or the lane found its lease run
+    out and was not granted the same slot again): the lane asked for a slot again before its next request."""
     exchange: ExchangeSizing = field(default_factory=ExchangeSizing)
     """Exchange: the tenant's density and sessions as learned, and what the calls cost (``shared.window_sizing``)."""
     incomplete_notes: list[JsonDict] = field(default_factory=list)
     """Per incomplete window, why (``{"window": label, "reasons": [...]}``), for the output."""
+    budget_seen_at: datetime | None = None
+    """When the latest answer of the tenant budget arrived (orchestration time), and how many lanes of any
+    collection it said were waiting: a lane's slot goes to the collection's next chunk without asking only while
+    this is recent and nobody waits."""
+    budget_waiting: int = 0
+    spares: list[Slot] = field(default_factory=list)
+    """Slots of lanes that ended and that no chunk took yet: settled when the window fills (handed on, folded into
+    an ``acquire``, or released); while the window switches executions they are kept (and renewed) for the next
+    execution's chunks instead of going back to the budget and being asked for again."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -249,6 +266,9 @@ class Carried:
             "renewDue": iso(self.renew_due) if self.renew_due else None,
             "budgetWaits": self.budget_waits,
             "budgetLost": self.budget_lost,
+            "budgetSeenAt": iso(self.budget_seen_at) if self.budget_seen_at else None,
+            "budgetWaiting": self.budget_waiting,
+            "spareSlots": [slot.to_json() for slot in self.spares],
         }
 
     @classmethod
@@ -277,6 +297,9 @@ class Carried:
             budget_lost=int(data.get("budgetLost", 0)),
             exchange=ExchangeSizing.from_json(data.get("exchange")),
             incomplete_notes=[dict(n) for n in data.get("incompleteNotes") or ()],
+            budget_seen_at=parse_iso(data["budgetSeenAt"]) if data.get("budgetSeenAt") else None,
+            budget_waiting=int(data.get("budgetWaiting", 0)),
+            spares=[Slot.from_json(slot) for slot in data.get("spareSlots") or []],
         )
 
     def learn_duration(self, seconds: float) -> None:
@@ -358,6 +381,7 @@ __all__ = [
     "Lane",
     "RunOptions",
     "SignalEntity",
+    "Slot",
     "Step",
     "Wait",
     "later",

@@ -52,6 +52,7 @@ from shared.errors import (
 )
 from shared.json_codec import loads as json_loads
 from shared.log_fields import log_event
+from shared.slot_deadline import check_request
 
 logger = logging.getLogger(__name__)
 
@@ -252,6 +253,8 @@ class AuditHttpClient:
 
     def _send(self, call: _Call) -> requests.Response:
         token = self._tokens.get_token(self._api.scope)
+        # The lane's tenant budget slot must still be held (inside an activity's SlotDeadline.guarding only).
+        check_request(f"{self._api.name} {call.method}", advances_session=not call.resend_if_ambiguous)
         headers = {"Accept": "application/json", **call.headers, "Authorization": f"Bearer {token}"}
         try:
             return self._session.request(

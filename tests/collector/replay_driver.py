@@ -32,6 +32,7 @@ from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
 from shared import names
 from shared.budget import Budget
 from shared.budget_wire import BudgetRequest
+from shared.slot_deadline import activity_clock
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 Activity = Callable[[dict[str, Any]], dict[str, Any]]
@@ -173,9 +174,9 @@ class ReplayDriver:
         fn = self.registry.activity(scheduled["Name"])
         assert fn is not None
         try:
-            return task_completed(
-                timestamp=self.now, task_scheduled_id=scheduled["EventId"], result=fn(scheduled["Input"])
-            )
+            with activity_clock(lambda: self.now):  # activities check their slot's deadline on the driver's clock
+                result = fn(scheduled["Input"])
+            return task_completed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], result=result)
         except Exception as exc:  # an activity bug surfaces as TaskFailed, as on Azure
             return task_failed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], reason=str(exc), details="")
 

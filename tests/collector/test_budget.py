@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.budget import Budget, BudgetState, waiter_ttl
+from shared.budget import (
+    MAX_WAITERS,
+    REFUSED_COLLECTION_WAITS,
+    REFUSED_QUEUE_FULL,
+    Budget,
+    BudgetState,
+    Limits,
+    waiter_ttl,
+)
 from shared.budget_wire import BudgetOptions, BudgetRequest, entity_key, holder_id, parse_entity_key
 from shared.errors import RequestValidationError
 
@@ -82,15 +90,57 @@ def test_renewing_keeps_a_slot_past_its_first_lease() -> None:
     assert budget.state.reclaimed == 0 and budget.state.leases["a/0"].until == at(4 * LEASE / 3 + LEASE)
 
 
-def test_renewing_a_lapsed_lease_takes_a_slot_back_only_when_nobody_waits_for_it() -> None:
+def test_a_renewal_never_takes_a_lapsed_lease_back_and_the_loss_is_counted_once() -> None:
     budget = Budget()
     budget.handle(acquire("a/0"), at(0), 1)
-    assert budget.handle(renew("a/0"), at(LEASE + 1), 1)["granted"] is True  # lapsed, free, nobody queued
-    assert budget.handle(acquire("b/0"), at(2 * LEASE - 10), 1)["granted"] is False  # a holds until 2 * LEASE + 1
-    late = budget.handle(renew("a/0"), at(2 * LEASE + 10), 1)  # lapsed again, and b is entitled to the slot
-    assert late["granted"] is False and late["position"] is None
+    late = budget.handle(renew("a/0"), at(LEASE + 1), 1)  # lapsed: free, nobody queued, still not taken back
+    assert late["granted"] is False and late["position"] is None and budget.state.leases == {}
+    assert budget.handle(renew("a/0"), at(LEASE + 2), 1)["granted"] is False  # re-sent after a crash
+    assert (budget.state.reclaimed, budget.state.lost) == (1, 1)
     assert budget.position("a/0") is None  # renew never joins the queue
-    assert budget.handle(acquire("b/0"), at(2 * LEASE + 11), 1)["granted"] is True
+    assert budget.handle(acquire("a/0"), at(LEASE + 3), 1)["granted"] is True  # asking again, like anyone
+
+
+def test_a_holder_that_asks_again_after_its_lease_was_reclaimed_counts_as_lost() -> None:
+    budget = Budget()
+    budget.handle(acquire("a/0"), at(0), 1)
+    assert budget.handle(acquire("b/0"), at(LEASE), 1)["granted"] is True  # a/0 reclaimed, b/0 served
+    assert budget.handle(acquire("a/0"), at(LEASE + 1), 1)["position"] == 1
+    assert (budget.state.reclaimed, budget.state.lost, budget.state.peak) == (1, 1, 1)
+
+
+def test_a_release_folded_into_the_next_acquire_gives_the_slot_to_whoever_is_entitled() -> None:
+    budget = Budget()
+    budget.handle(acquire("a/0"), at(0), 1)
+    folded = replace(acquire("a/1"), release="a/0")
+    nobody_waits = budget.handle(folded, at(1), 1)
+    assert nobody_waits["granted"] is True and list(budget.state.leases) == ["a/1"]
+    assert budget.handle(acquire("b/0"), at(2), 1)["position"] == 1
+    someone_waits = budget.handle(replace(acquire("a/2"), release="a/1"), at(3), 1)
+    assert someone_waits["granted"] is False and someone_waits["position"] == 2  # b/0 is entitled to the slot
+    assert budget.handle(acquire("b/0"), at(4), 1)["granted"] is True
+    assert (budget.state.granted, budget.state.released) == (3, 2)
+
+
+def test_leases_and_waits_are_clamped_to_the_limits() -> None:
+    budget = Budget()
+    limits = Limits(1, lease_seconds=LEASE, wait_seconds=WAIT)
+    day = BudgetRequest("acquire", "a/0", lease_seconds=86_400, wait_seconds=86_400)
+    assert budget.handle(day, at(0), limits)["leaseUntil"] == "2026-01-05T09:01:00Z"
+    budget.handle(replace(day, holder="b/0"), at(0), limits)
+    assert budget.state.waiters[0].until == at(waiter_ttl(LEASE, WAIT))
+
+
+def test_the_queue_takes_one_entry_per_collection_and_at_most_max_waiters() -> None:
+    budget = Budget()
+    budget.handle(acquire("a/0"), at(0), 1)
+    assert budget.handle(acquire("b/0"), at(0), 1)["position"] == 1
+    second = budget.handle(acquire("b/1"), at(0), 1)
+    assert second["position"] is None and second["refused"] == REFUSED_COLLECTION_WAITS
+    for i in range(2 * MAX_WAITERS):
+        budget.handle(acquire(f"c{i}/0"), at(0), 1)
+    assert len(budget.state.waiters) == MAX_WAITERS
+    assert budget.handle(acquire("late/0"), at(0), 1)["refused"] == REFUSED_QUEUE_FULL
 
 
 def test_a_waiter_that_stops_asking_lapses_so_it_never_blocks_the_head_for_long() -> None:
@@ -171,9 +221,12 @@ def test_the_budget_clock_never_moves_backwards() -> None:
 
 def test_capacity_zero_means_no_limit_and_a_lowered_capacity_grants_nothing_until_slots_return() -> None:
     budget = Budget()
-    assert all(budget.handle(acquire(f"a/{i}"), at(0), 0)["granted"] for i in range(20))
-    assert budget.handle(acquire("b/0"), at(1), 3)["granted"] is False  # 20 held, budget now 3
-    for i in range(18):
+    assert all(budget.handle(acquire(f"z/{i}"), at(0), 0)["granted"] for i in range(20))
+    assert budget.state.leases == {} and budget.state.granted == 0  # no limit: nothing to keep
+    for i in range(5):
+        budget.handle(acquire(f"a/{i}"), at(0), 5)
+    assert budget.handle(acquire("b/0"), at(1), 3)["granted"] is False  # 5 held, budget now 3
+    for i in range(3):
         budget.handle(release(f"a/{i}"), at(2), 3)
     assert budget.handle(acquire("b/0"), at(3), 3)["granted"] is True
 
@@ -247,6 +300,10 @@ def test_requests_are_validated_naming_the_field() -> None:
         ("renew_collection", {**good, "collection": "case-1", "holders": ["case-2/3"]}, "holders"),
         ("renew_collection", {**good, "collection": "case-1", "holders": ["case-1/0"] * 1001}, "holders"),
         ("renew_collection", {**good, "holders": []}, "collection"),
+        ("acquire", {**good, "token": "not hex"}, "token"),
+        ("release", {"holder": "case-1/3", "token": 7}, "token"),
+        ("acquire", {**good, "release": "case-2/0"}, "release"),  # only a lane of the same collection
+        ("acquire", {**good, "release": "case-1"}, "release"),
     ]
     for op, data, field in bad:
         with pytest.raises(RequestValidationError) as caught:
@@ -258,7 +315,10 @@ def test_requests_round_trip_through_their_wire_form() -> None:
     options = BudgetOptions(3, 90.0, 4.0)
     for request in (
         options.acquire("c/1"),
+        options.acquire("c/2", token="ab" * 16, release="c/1"),
         options.renew("c/1"),
+        options.renew_collection("c", ["c/1"], token="cd" * 16),
+        BudgetRequest("release", "c/1", token="ef" * 16),
         BudgetRequest("release", "c/1"),
         BudgetRequest("release_collection", collection="c"),
         options.renew_collection("c", ["c/1", "c/4"]),

@@ -55,6 +55,9 @@ class BudgetMachine(RuleBasedStateMachine):
         answer = self.apply(BudgetRequest("acquire", holder, lease_seconds=LEASE, wait_seconds=WAIT))
         if answer["granted"]:
             assert holder in self.budget.state.leases
+        elif answer.get("refused"):  # another lane of its collection waits: one queue entry per collection
+            mine = [w.holder for w in self.budget.state.waiters if collection_of(w.holder) == collection_of(holder)]
+            assert self.budget.position(holder) is None and len(mine) == 1
         else:
             assert self.budget.position(holder) == int(str(answer["position"])) - 1
 
@@ -97,6 +100,7 @@ class BudgetMachine(RuleBasedStateMachine):
     def every_holder_is_in_one_place_once(self) -> None:
         queued = [w.holder for w in self.budget.state.waiters]
         assert len(queued) == len(set(queued))
+        assert len({collection_of(h) for h in queued}) == len(queued)  # one entry per collection
         assert not set(queued) & set(self.budget.state.leases)
 
     @invariant()

@@ -30,7 +30,7 @@ def running_window(client: FakeClient, collection_id: str) -> CollectionWindow:
     if window.spec.source == "exchange":  # as if its first lane's probe had shown a quiet tenant: lanes start unsplit
         window.state.exchange.learn(window.spec.planned_chunk(0), {"rows": 0, "exact": True})
     for step in window.fill():  # the tenant budget (on by default) grants the first lanes their slots
-        window.on_budget(step.lane, {"granted": True})
+        window.on_budget(step.lane, {"granted": True, "grant": step.lane + 1, "leaseUntil": "2999-01-01T00:00:00Z"})
     client.instances[collection_id].runtime_status = SimpleNamespace(value="Running")
     return window
 

@@ -47,7 +47,8 @@ def test_entity_calls_in_the_window_keep_k_in_flight_under_the_shim(seed: int) -
     assert head_mean(driver.activities_in_flight, n, k) >= 0.85 * k, driver.activities_in_flight
     assert sorted(collected_ids(sink)) == sorted(r["id"] for r in records)
     state = driver.budget.state
-    assert (state.granted, state.released, state.leases, state.waiters) == (n, n, {}, [])
+    assert (state.leases, state.waiters) == ({}, [])
+    assert k <= state.granted == state.released < n  # the slots served the next chunks without a round trip each
 
 
 @pytest.mark.parametrize("source", ["graph", "exchange"])
