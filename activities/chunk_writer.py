@@ -29,7 +29,7 @@ from shared.json_codec import JsonEncodeError, dump_line, dump_lines
 from shared.models import Chunk, ChunkSummary
 from shared.prefetch import prefetched
 from shared.records import Deduplicator, Quarantine, format_timestamp, parse_record_time
-from shared.sinks.base import ChunkSink, write_bytes
+from shared.sinks.base import ChunkSink, StoredObject, write_bytes
 
 _MAX_RAW = 64_000
 
@@ -182,11 +182,32 @@ def write_chunk(
     finally:
         lines.close()
     malformed = records.settle()
+    flagged = incomplete() if callable(incomplete) else incomplete
+    summary = summarize(
+        sink, name, chunk, records=records, malformed=malformed, stored=stored, incomplete=flagged, attempt=attempt
+    )
+    write_bytes(sink, names.summary_object_name(name), _dumps(summary.to_json()))
+    return summary
+
+
+def summarize(
+    sink: ChunkSink,
+    name: str,
+    chunk: Chunk,
+    *,
+    records: ChunkRecords,
+    malformed: list[MalformedRecord],
+    stored: StoredObject,
+    incomplete: bool,
+    attempt: int,
+) -> ChunkSummary:
+    """The summary of a chunk object just stored from ``records``; writes its quarantine object when any record is
+    malformed (the caller writes the summary sidecar, last)."""
     quarantine = None
     if malformed:
         quarantine = names.quarantine_object_name(name)
         write_bytes(sink, quarantine, b"".join(_quarantine_line(m) + b"\n" for m in malformed))
-    summary = ChunkSummary(
+    return ChunkSummary(
         chunk=chunk,
         records=records.records,
         trimmed=records.trimmed,
@@ -197,9 +218,7 @@ def write_chunk(
         blob=stored.name,
         sha256=stored.sha256,
         bytes=stored.bytes,
-        incomplete=incomplete() if callable(incomplete) else incomplete,
+        incomplete=incomplete,
         quarantine_blob=quarantine,
         attempts=attempt,
     )
-    write_bytes(sink, names.summary_object_name(name), _dumps(summary.to_json()))
-    return summary

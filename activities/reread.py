@@ -22,7 +22,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 
-from activities.chunk_writer import ChunkRecords, _dumps, _quarantine_line, write_chunk
+from activities.chunk_writer import ChunkRecords, _dumps, summarize, write_chunk
 from shared import names
 from shared.audit.filter_check import FilterCheck
 from shared.audit.ports import RecordPage
@@ -101,27 +101,11 @@ def write_window(
         return previous
     stored = sink.commit_parts(name, keys)
     sink.discard_parts(name, keys)
-    quarantine = None
-    if malformed:
-        quarantine = names.quarantine_object_name(name)
-        write_bytes(sink, quarantine, b"".join(_quarantine_line(m) + b"\n" for m in malformed))
-    elif previous.quarantine_blob is not None:
-        sink.delete(previous.quarantine_blob)  # every record of it now reads well (or is gone from the window)
-    summary = ChunkSummary(
-        chunk=chunk,
-        records=records.records,
-        trimmed=records.trimmed,
-        filtered_out=records.filtered_out,
-        duplicates=records.duplicates,
-        malformed=len(malformed),
-        untimed=sum(1 for m in malformed if m.created is None),
-        blob=stored.name,
-        sha256=stored.sha256,
-        bytes=stored.bytes,
-        incomplete=flagged,
-        quarantine_blob=quarantine,
-        attempts=attempt,
+    summary = summarize(
+        sink, name, chunk, records=records, malformed=malformed, stored=stored, incomplete=flagged, attempt=attempt
     )
+    if not malformed and previous.quarantine_blob is not None:
+        sink.delete(previous.quarantine_blob)  # every record of it now reads well (or is gone from the window)
     summary = with_late(summary, previous)
     write_bytes(sink, names.summary_object_name(name), _dumps(summary.to_json()))
     return summary

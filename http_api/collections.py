@@ -88,19 +88,25 @@ def _sink_or_none() -> ChunkSink | None:
         return None
 
 
+def _collection_edge(req: func.HttpRequest) -> tuple[str, Settings, ChunkSink] | func.HttpResponse:
+    """The route's collection id (checked), the settings and the output store, or the answer that refuses them."""
+    collection_id = req.route_params.get("id", "")
+    if not names.is_safe_id(collection_id):
+        return json_answer(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
+    try:
+        settings = _settings()
+        return collection_id, settings, build_sink(settings)
+    except ConfigError as exc:
+        return _config_error(exc)
+
+
 @bp.route(route="collections/{id}/cancel", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
 @bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
 async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
-    collection_id = req.route_params.get("id", "")
-    if not names.is_safe_id(collection_id):
-        return _respond(
-            req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
-        )
-    try:
-        settings = _settings()
-        sink = build_sink(settings)
-    except ConfigError as exc:
-        return _config_error(exc)
+    edge = _collection_edge(req)
+    if isinstance(edge, func.HttpResponse):
+        return edge
+    collection_id, settings, sink = edge
     result = await cancel.cancel_collection(
         client, collection_id, lambda: utc_now(settings), sink, budget_token=settings.budget_token
     )
@@ -110,16 +116,10 @@ async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrat
 @bp.route(route="collections/{id}/retry-failed", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]
 @bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
 async def collections_retry_failed(req: func.HttpRequest, client: df.DurableOrchestrationClient) -> func.HttpResponse:
-    collection_id = req.route_params.get("id", "")
-    if not names.is_safe_id(collection_id):
-        return _respond(
-            req, client, service.ApiResponse(400, {"error": {"field": "id", "rule": "format", "message": "bad id"}})
-        )
-    try:
-        settings = _settings()
-        sink = build_sink(settings)
-    except ConfigError as exc:
-        return _config_error(exc)
+    edge = _collection_edge(req)
+    if isinstance(edge, func.HttpResponse):
+        return edge
+    collection_id, settings, sink = edge
     try:
         result = await retry_chain.retry_failed(
             client, collection_id, utc_now(settings), sink, settings=settings, resolve=resolver_for(settings)

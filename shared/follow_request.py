@@ -24,9 +24,9 @@ from shared.validation import (
     _exchange_tenant,
     _filters,
     _high_completeness,
-    _reject_invisible_characters,
     _tenant,
     _whole_number,
+    checked_body,
 )
 
 MINUTES_PER_DAY = 24 * 60
@@ -112,14 +112,7 @@ class FollowRequest:
 
 def validate_follow_request(body: Any, settings: Settings, now: datetime) -> FollowRequest:
     """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
-    if not isinstance(body, dict):
-        raise InvalidRequest("body", "type", "the request body must be a JSON object")
-    for key in body:
-        if key not in _ALLOWED:
-            raise InvalidRequest(
-                str(key)[:64], "unknown_field", f"unknown field; allowed: {', '.join(sorted(_ALLOWED))}"
-            )
-    _reject_invisible_characters(body)
+    body = checked_body(body, _ALLOWED)
     tenant_id = _tenant(body.get("tenantId"))
     source = body.get("source", settings.default_source)
     if not isinstance(source, str) or source.lower() not in SOURCES:

@@ -121,17 +121,23 @@ class CollectionRequest:
         )
 
 
-def validate_collection_request(body: Any, settings: Settings, now: datetime) -> CollectionRequest:
-    """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
+def checked_body(body: Any, allowed: frozenset[str] | set[str]) -> JsonDict:
+    """``body`` when it is a JSON object of ``allowed`` fields whose strings hold no invisible characters; else the
+    ``InvalidRequest`` naming the first broken rule."""
     if not isinstance(body, dict):
         raise InvalidRequest("body", "type", "the request body must be a JSON object")
     for key in body:
-        if key not in _ALLOWED_FIELDS:
+        if key not in allowed:
             raise InvalidRequest(
-                str(key)[:64], "unknown_field", f"unknown field; allowed: {', '.join(sorted(_ALLOWED_FIELDS))}"
+                str(key)[:64], "unknown_field", f"unknown field; allowed: {', '.join(sorted(allowed))}"
             )
-
     _reject_invisible_characters(body)
+    return body
+
+
+def validate_collection_request(body: Any, settings: Settings, now: datetime) -> CollectionRequest:
+    """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
+    body = checked_body(body, _ALLOWED_FIELDS)
     tenant_id = _tenant(body.get("tenantId"))
     start = _date(body, "startDate")
     end = _date(body, "endDate")
