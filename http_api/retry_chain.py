@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from activities.chain_manifest import union_windows
-from activities.manifest import coverage_gaps
+from activities.manifest_windows import coverage_gaps, union_windows
 from http_api import reuse
 from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status

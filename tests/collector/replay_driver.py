@@ -28,7 +28,8 @@ from durable_local.model import (
     SchedulingMode,
     TaskMessage,
 )
-from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
+from durable_local.replay.api import EpisodeInput, EpisodeResult
+from durable_local.replay.episode import run_episode
 from shared import names
 from shared.budget import Budget
 from shared.budget_wire import BudgetRequest
