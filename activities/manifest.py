@@ -23,11 +23,11 @@ from activities.manifest_windows import coverage_gaps, drop_superseded, load_sum
 from shared import names
 from shared.audit.filter_check import FilterCheck, describe
 from shared.fixes import with_fix
-from shared.latency import latency_report, provisional_parts, started_at_of
 from shared.models import Chunk, ChunkSummary, JsonDict, filters_from_json, parse_iso
-from shared.records import quarantine_key
-from shared.retention import possibly_partial, retention_report
+from shared.records.rules import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
+from shared.timeline.latency import latency_report, provisional_parts, started_at_of
+from shared.timeline.retention import possibly_partial, retention_report
 
 
 def untimed_keys(sink: ChunkSink, summaries: list[ChunkSummary]) -> set[str]:

@@ -21,8 +21,8 @@ from datetime import datetime
 from typing import Any
 
 from activities.manifest_windows import union_windows
-from shared.latency import AUDIT_LATENCY
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
+from shared.timeline.latency import AUDIT_LATENCY
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,9 @@
 """The deployment template and the code agree, checked here without Azure (docs/deploy.md, What is checked here).
 
 ``infra/resources.bicep``'s app settings set everything the collector requires on Azure
-(``shared.azure_settings.hosted_gaps``) and nothing it does not know (a name ``Settings.from_env`` reads or one in
-``HOST_SETTINGS``). The template is read with pycep-parser from the infrastructure tools' venv (``.venv-iac``, made by
-``scripts/bootstrap.sh``), the parser checkov itself uses.
+(``shared.hosting.azure_settings.hosted_gaps``) and nothing it does not know (a name ``Settings.from_env`` reads or one
+in ``HOST_SETTINGS``). The template is read with pycep-parser from the infrastructure tools' venv (``.venv-iac``, made
+by ``scripts/bootstrap.sh``), the parser checkov itself uses.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from shared.azure_settings import HOST_SETTINGS, HOSTED_REQUIREMENTS, hosted_gaps
+from shared.hosting.azure_settings import HOST_SETTINGS, HOSTED_REQUIREMENTS, hosted_gaps
 from shared.settings import PLATFORM_SETTINGS, Settings
 from tests.collector.test_names_settings import _RecordingEnv
 
