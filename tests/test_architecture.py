@@ -207,3 +207,15 @@ def test_an_import_a_package_does_not_declare_is_found(tmp_path: Path) -> None:
         "orchestrators: no 'May import:' line in its docstring",
         "shared.names imports activities.bodies: shared may import ['shared.window']",
     ]
+
+
+def test_the_architecture_page_lists_every_package_with_what_it_may_import() -> None:
+    """``docs/architecture.md``'s map: one row per package, its ``May import`` cell equal to the docstring's."""
+    rows: dict[str, set[str]] = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and re.fullmatch(r"`[a-z0-9_.]+`", cells[0]):
+            rows[cells[0].strip("`")] = set(re.findall(r"`([a-z0-9_.*]+)`", cells[2]))
+    units = {unit_of(module, ROOT) for module in import_graph(ROOT)}
+    assert sorted(rows) == sorted(units)
+    assert {unit: rows[unit] for unit in units} == {unit: declared(ROOT, unit) for unit in units}
