@@ -21,6 +21,7 @@ from pathlib import Path
 
 import shared.settings
 from shared.settings import PLATFORM_SETTINGS, Settings
+from tests.support.recording_env import RecordingEnv
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "docs" / "settings.md"
@@ -108,27 +109,6 @@ def _read_by_settings() -> set[str]:
     return names
 
 
-class _RecordingEnv(dict[str, str]):
-    """An empty environment that remembers every name asked of it."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: set[str] = set()
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        self.asked.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key: str) -> str:
-        self.asked.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key: object) -> bool:
-        if isinstance(key, str):
-            self.asked.add(key)
-        return super().__contains__(key)
-
-
 def _receiver(node: ast.expr) -> str | None:
     """The last name of what a method is called on or subscripted: ``environ`` for ``os.environ``."""
     if isinstance(node, ast.Name):
@@ -207,7 +187,7 @@ def test_the_reference_lists_only_setting_names() -> None:
 
 def test_the_settings_read_are_found_by_their_syntax() -> None:
     """The syntax scan finds exactly what ``Settings.from_env`` asks for (besides the platform's variables)."""
-    env = _RecordingEnv()
+    env = RecordingEnv()
     Settings.from_env(env)
     scanned = _read_by_settings()
     assert scanned, "no reader.<kind>(NAME) calls found in shared/settings.py: its structure changed"
