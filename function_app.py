@@ -1,4 +1,7 @@
-"""The UAL collector Functions app: one DFApp that only registers the blueprints."""
+"""The UAL collector Functions app: one DFApp that only registers the blueprints.
+
+May import: shared.*, activities, orchestrators, http_api.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from orchestrators.budget_entity import bp as budget_entity
 from orchestrators.chain_claim_entity import bp as chain_claim_entity
 from orchestrators.collect import bp as collect_orchestrator
 from orchestrators.follow import bp as follow_orchestrator
-from shared import sdk_timestamps
+from shared.hosting import sdk_timestamps
 
 sdk_timestamps.install_from_env(os.environ)
 

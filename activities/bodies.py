@@ -13,19 +13,20 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from activities.reread import earlier_read, write_window
-from shared import chunk_rules, names
+from shared import names
 from shared.audit.filter_check import FilterCheck
 from shared.audit.ports import (
     AuditQueryApi,
     AuditSearchApi,
     TimeWindow,
 )
+from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import CollectorError, NeedsSplitError, TransientApiError
 from shared.log_fields import log_event
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
-from shared.slot_deadline import SlotDeadline
+from shared.window import chunk_rules
 
 logger = logging.getLogger(__name__)
 
@@ -105,9 +106,9 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
     """Check the chunk's query; once it is finished and needs no split, export it in the same call.
 
     One activity instead of a status check followed by an export saves the orchestration a step per chunk. The
-    decision (``shared.chunk_rules.graph_outcome``) reads the query's status and the payload's ``allowIncomplete``
-    (the window cannot be split any further) and ``maxRecords``. Records the request's filters exclude are trimmed
-    and counted (``shared.audit.filter_check``): the service's own filtering is not trusted.
+    decision (``shared.window.chunk_rules.graph_outcome``) reads the query's status and the payload's
+    ``allowIncomplete`` (the window cannot be split any further) and ``maxRecords``. Records the request's filters
+    exclude are trimmed and counted (``shared.audit.filter_check``): the service's own filtering is not trusted.
     """
     chunk = Chunk.from_json(payload["chunk"])
 

@@ -17,7 +17,7 @@ import bisect
 from dataclasses import dataclass
 from datetime import datetime
 
-from activities.manifest import coverage_gaps, drop_superseded, load_summaries, split_foreign
+from activities.manifest_windows import coverage_gaps, drop_superseded, load_summaries, split_foreign, union_windows
 from shared import names
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
 from shared.sinks.base import ChunkSink
@@ -125,14 +125,3 @@ def _newest_wins(
                 kept.append((link, summary))
         kept.sort(key=lambda entry: entry[1].chunk.start)
     return kept, superseded
-
-
-def union_windows(entries: list[JsonDict]) -> list[Chunk]:
-    """The union of ``{"start", "end"}`` windows as disjoint windows in order (touching ones merged)."""
-    merged: list[Chunk] = []
-    for start, end in sorted((parse_iso(e["start"]), parse_iso(e["end"])) for e in entries):
-        if merged and start <= merged[-1].end:
-            merged[-1] = Chunk(merged[-1].start, max(merged[-1].end, end))
-        else:
-            merged.append(Chunk(start, end))
-    return merged

@@ -5,8 +5,8 @@ window, repeats removed, malformed records quarantined once, in their own window
 in the order the lane lists them, into the chunk's object. Exactly-once output under at-least-once activities:
 
 * **Repeats across parts** are removed by record id: a part is written against the ids of every part before it,
-  read from those parts' records (``shared.id_set``: 16 bytes per GUID id), cached in this process as one compact set
-  and read again from storage on a miss (the activities of one lane may run in different worker processes).
+  read from those parts' records (``shared.records.id_set``: 16 bytes per GUID id), cached in this process as one
+  compact set and read again from storage on a miss (the activities of one lane may run in different worker processes).
 * **A part's activity run twice** (crash points C2/C8/C9) finds its part's record and returns the recorded outcome
   instead of reading the source again, so the part and the session position the lane carries stay consistent.
 * **Part keys are per call**: a lane gives every call a new key (retries included), so a run whose result the lane
@@ -35,9 +35,9 @@ from activities.reread import with_late
 from shared import names
 from shared.audit.ports import MalformedRecord, RecordPage
 from shared.errors import SinkError
-from shared.id_set import IdSet, guid_key
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
-from shared.records import Deduplicator, Quarantine
+from shared.records.id_set import IdSet, guid_key
+from shared.records.rules import Deduplicator, Quarantine
 from shared.sinks.base import ChunkSink, write_bytes
 
 logger = logging.getLogger(__name__)

@@ -6,13 +6,13 @@ each attempt replaces the whole object, and trimming plus de-duplication make th
 source's boundary bleed and repeated records. Records the request's filters exclude (a filter the service ignored or
 did not apply exactly) are trimmed too, when the record shows it (``shared.audit.filter_check``), and counted apart
 from the time trimming (``filtered_out``). Malformed records follow the same window and de-duplication rules
-(``shared.records.Quarantine``) into the quarantine object. The summary sidecar is written last, so its presence
+(``shared.records.rules.Quarantine``) into the quarantine object. The summary sidecar is written last, so its presence
 means the chunk object beside it is complete.
 
-Each record is decoded once (``shared.json_codec``, in the adapter), its time parsed once (by the normaliser, carried
-in ``RecordPage.times``) and written once (one ``dump_lines`` call per page). The next page is fetched while this one
-is processed (``shared.prefetch``, one page ahead). A record that cannot be written as UTF-8 JSON (a lone surrogate)
-is quarantined as unusable instead of failing the chunk.
+Each record is decoded once (``shared.records.json_codec``, in the adapter), its time parsed once (by the normaliser,
+carried in ``RecordPage.times``) and written once (one ``dump_lines`` call per page). The next page is fetched while
+this one is processed (``shared.records.prefetch``, one page ahead). A record that cannot be written as UTF-8 JSON (a
+lone surrogate) is quarantined as unusable instead of failing the chunk.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from shared import names
 from shared.audit.filter_check import FilterCheck
 from shared.audit.normalise import raw_text
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWindow
-from shared.json_codec import JsonEncodeError, dump_line, dump_lines
 from shared.models import Chunk, ChunkSummary
-from shared.prefetch import prefetched
-from shared.records import Deduplicator, Quarantine, format_timestamp, parse_record_time
+from shared.records.json_codec import JsonEncodeError, dump_line, dump_lines
+from shared.records.prefetch import prefetched
+from shared.records.rules import Deduplicator, Quarantine, format_timestamp, parse_record_time
 from shared.sinks.base import ChunkSink, StoredObject, write_bytes
 
 _MAX_RAW = 64_000

@@ -21,9 +21,9 @@ from __future__ import annotations
 from activities.chunk_parts import ChunkParts, part_key
 from shared.audit.exchange_session import BlockRead, ExchangeCursor, read_call
 from shared.audit.ports import AuditSearchApi
+from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
-from shared.slot_deadline import SlotDeadline
 
 __all__ = ["ExchangeCursor", "exchange_call"]
 

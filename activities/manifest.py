@@ -17,64 +17,17 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+from activities.chain_manifest import chain_section
 from activities.manifest_scope import latency_section, provisional_summaries, scope_of
+from activities.manifest_windows import coverage_gaps, drop_superseded, load_summaries, split_foreign
 from shared import names
 from shared.audit.filter_check import FilterCheck, describe
 from shared.fixes import with_fix
-from shared.latency import latency_report, provisional_parts, started_at_of
 from shared.models import Chunk, ChunkSummary, JsonDict, filters_from_json, parse_iso
-from shared.records import quarantine_key
-from shared.retention import possibly_partial, retention_report
+from shared.records.rules import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
-
-_SUMMARY_SUFFIX = ".summary.json"
-
-
-def load_summaries(sink: ChunkSink, prefix: str) -> list[ChunkSummary]:
-    summaries: list[ChunkSummary] = []
-    for name in sink.list_names(prefix + "chunks/"):
-        if name.endswith(_SUMMARY_SUFFIX):
-            data = sink.read_bytes(name)
-            if data is not None:
-                summaries.append(ChunkSummary.from_json(json.loads(data)))
-    return sorted(summaries, key=lambda s: (s.chunk.start, s.chunk.end))
-
-
-def drop_superseded(summaries: list[ChunkSummary]) -> tuple[list[ChunkSummary], list[ChunkSummary]]:
-    """(kept, superseded): a summary whose window contains a finer chunk's window was replaced by its split.
-
-    An attempt can write a chunk's object and lose its result (a crash after the write); if the retry then finds the
-    window over the source's cap (late records), the window is split and its halves are written too. Listing both
-    would count those records twice, so the manifest keeps the finest windows only.
-    """
-    # Windows are nested or disjoint (plan windows tile the range; splits halve a window), and one window has one
-    # object. Ordered by start, widest first, a window is superseded exactly when the next one starts inside it.
-    ordered = sorted(summaries, key=lambda s: (s.chunk.start, -s.chunk.seconds))
-    kept: list[ChunkSummary] = []
-    superseded: list[ChunkSummary] = []
-    for summary, following in zip(ordered, [*ordered[1:], None], strict=False):
-        inside = following is not None and following.chunk.start < summary.chunk.end
-        (superseded if inside else kept).append(summary)
-    return kept, superseded
-
-
-def split_foreign(
-    summaries: list[ChunkSummary], ranges: list[tuple[datetime, datetime]]
-) -> tuple[list[ChunkSummary], list[ChunkSummary]]:
-    """(own, foreign): a summary is this collection's only when its window lies inside one of the windows the
-    collection covers (its plan's range, or a retry's explicit windows). Anything else under the prefix was left by
-    another run that used the same collectionId (a purged instance, another task hub): listed, never counted.
-
-    A window inside the ranges cannot be told apart from this run's by its place alone (an earlier run with a finer
-    interval tiles the same range); the HTTP starter refuses a collectionId whose prefix already holds output, so
-    such objects only appear when someone wrote them there while this run ran.
-    """
-    own: list[ChunkSummary] = []
-    foreign: list[ChunkSummary] = []
-    for summary in summaries:
-        inside = any(start <= summary.chunk.start and summary.chunk.end <= end for start, end in ranges)
-        (own if inside else foreign).append(summary)
-    return own, foreign
+from shared.timeline.latency import latency_report, provisional_parts, started_at_of
+from shared.timeline.retention import possibly_partial, retention_report
 
 
 def untimed_keys(sink: ChunkSink, summaries: list[ChunkSummary]) -> set[str]:
@@ -88,21 +41,6 @@ def untimed_keys(sink: ChunkSink, summaries: list[ChunkSummary]) -> set[str]:
             if entry.get("createdDateTime") is None:
                 keys.add(quarantine_key(entry.get("id"), str(entry["raw"])))
     return keys
-
-
-def coverage_gaps(start: datetime, end: datetime, covered: list[Chunk]) -> list[Chunk]:
-    """Parts of [start, end) that no window in ``covered`` includes."""
-    gaps: list[Chunk] = []
-    cursor = start
-    for chunk in sorted(covered, key=lambda c: c.start):
-        if chunk.start > cursor:
-            gaps.append(Chunk(cursor, min(chunk.start, end)))
-        cursor = max(cursor, chunk.end)
-        if cursor >= end:
-            break
-    if cursor < end:
-        gaps.append(Chunk(cursor, end))
-    return gaps
 
 
 def _queries(payload: JsonDict) -> JsonDict | None:
@@ -224,8 +162,6 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         # What a settle pass reads again, and what a follower keeps track of: the provisional windows as written.
         written["provisionalWindows"] = [s.chunk.to_json() for s in flagged]
     if payload.get("parentCollectionId"):  # a retry link: the proof over its chain's whole range too
-        from activities.chain_manifest import chain_section  # it builds on this module's functions
-
         chain = chain_section(sink, payload, own)  # this link's summaries, already read
         manifest["chain"] = chain.section
         if chain.section is None:

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from shared.latency import AUDIT_LATENCY
+from activities.manifest_windows import union_windows
 from shared.models import Chunk, ChunkSummary, JsonDict, iso, parse_iso
+from shared.timeline.latency import AUDIT_LATENCY
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,6 @@ class Scope:
 
 def scope_of(payload: JsonDict) -> Scope | None:
     """The finalize payload's ``scope`` (None for a plain collection)."""
-    from activities.chain_manifest import union_windows  # it builds on activities.manifest, which imports this
-
     raw: Any = payload.get("scope")
     if not isinstance(raw, dict) or not raw.get("ranges"):
         return None
@@ -74,8 +73,6 @@ def provisional_summaries(
 def latency_section(provisional: list[ChunkSummary]) -> JsonDict:
     """The manifest's ``latency`` of a scoped pass: the provisional windows (merged) and when reading them again is
     final."""
-    from activities.chain_manifest import union_windows
-
     merged = union_windows([s.chunk.span_json() for s in provisional])
     return {
         "assumedHours": AUDIT_LATENCY.total_seconds() / 3600,

@@ -66,7 +66,7 @@ def main() -> int:
     from shared.audit.config import AuditApiConfig
     from shared.audit.graph import GraphAuditClient
     from shared.audit.ports import AuditFilters, QueryState, TimeWindow
-    from shared.records import Deduplicator, trim_to_window
+    from shared.records.rules import Deduplicator, trim_to_window
 
     parent, child = mp.Pipe()
     server = mp.get_context("spawn").Process(target=_serve, args=(child, args.records / HOURS), daemon=True)
@@ -121,7 +121,9 @@ def main() -> int:
         print(f"RSS after all         {final:,.1f} MiB   (peak sampled per page {peak_sampled:,.1f} MiB)")
         print(f"peak RSS (getrusage)  {peak_self:,.1f} MiB")
         print(f"ratio end / 2,000     {final / base:.2f}   ratio peak / 2,000 {peak_sampled / base:.2f}")
-        id_set_mib = dedupe.memory_bytes() / 2**20  # the GUID table of shared.id_set (the emulator's ids are GUIDs)
+        id_set_mib = (
+            dedupe.memory_bytes() / 2**20
+        )  # the GUID table of shared.records.id_set (the emulator's ids are GUIDs)
         print(f"id set of the dedupe  {len(dedupe):,} ids ~ {id_set_mib:,.1f} MiB (grows with the count by design)")
         print(f"ratio excluding ids   {(final - id_set_mib) / base:.2f}")
         return 0 if written == urls["truth"] else 1

@@ -22,9 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from shared import progress_grid, sdk_timestamps
-from shared.window import CollectionWindow
-from shared.window_state import COLLECT, Carried, Failure, Lane
+from shared.hosting import sdk_timestamps
+from shared.window import progress_grid
+from shared.window.machine import CollectionWindow
+from shared.window.state import COLLECT, Carried, Failure, Lane
 from tests.support.browser import chromium
 from tests.support.live_summaries import measure_in_browser, spec
 

@@ -202,7 +202,7 @@ def _run_variant(variant: str, args: argparse.Namespace, urls: dict[str, Any], s
 
 def _id_set_bytes(count: int) -> tuple[float, float]:
     """Bytes per id held: a plain set of GUID strings vs the writer's ``Deduplicator`` (tracemalloc, same ids)."""
-    from shared.records import Deduplicator
+    from shared.records.rules import Deduplicator
 
     ids = [str(uuid.UUID(int=(n * 0x9E3779B97F4A7C15_F39CC0605CEDC835) % (1 << 128), version=4)) for n in range(count)]
     records = [{"id": record_id} for record_id in ids]

@@ -3,8 +3,8 @@
 Records the context JSON of every episode of one real collection (Graph, SHIM mode, replayed by ``durable_local.replay``
 with the activity bodies over fakes), picks episodes at several history lengths, then times the collector's
 orchestrator handle (the SDK's whole call: JSON parse, HistoryEvent construction, replay, actions JSON) on each, with
-``dateutil`` and with ``shared.sdk_timestamps``, interleaved so both see the same machine state. Prints the mean per
-call and the ratio.
+``dateutil`` and with ``shared.hosting.sdk_timestamps``, interleaved so both see the same machine state. Prints the mean
+per call and the ratio.
 
     .venv/bin/python bench/sdk_replay_cost.py [--chunks 120] [--repeat 20]
 """
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateutil.parser import parse as dateutil_parse
 
-from shared import sdk_timestamps
+from shared.hosting import sdk_timestamps
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import FakeQueryApi, synthetic
 from tests.collector.replay_driver import ReplayDriver, orchestrator_handle

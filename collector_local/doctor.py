@@ -16,7 +16,7 @@ from pathlib import Path
 
 from durable_local.host.config import HostConfigError, apply_local_settings
 from shared.doctor import DEFAULT_BUDGET_SECONDS, SOURCES, run_doctor
-from shared.validation import InvalidRequest, validate_tenant_id
+from shared.requests.validation import InvalidRequest, validate_tenant_id
 
 REPO = Path(__file__).resolve().parents[1]
 

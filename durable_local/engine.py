@@ -24,16 +24,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durable_local.client_ops import ClientOperations
-from durable_local.control_queue import ControlQueue, PendingMessageTracker
 from durable_local.dispatch import ActivityDispatcher, EngineCounters, EventHook, OrchestrationDispatcher
 from durable_local.engine_api import InstanceStatus
 from durable_local.entities.client import EntityClient, EntityMetadata, EntityQuery
 from durable_local.entities.ids import EntityId
 from durable_local.faults import FaultInjector, GuardedQueueService, GuardedTrackingStore
 from durable_local.model import FunctionRegistry, RuntimeStatus, SchedulingMode, TaskMessage
-from durable_local.partitioning import control_queue_name, partition_index, work_item_queue_name
 from durable_local.ports import Clock, InstanceQuery, Queue, QueueMessage
-from durable_local.sessions import OrchestrationSessionManager
+from durable_local.sessions.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.sessions.manager import OrchestrationSessionManager
+from durable_local.sessions.partitioning import control_queue_name, partition_index, work_item_queue_name
 from durable_local.settings import EngineSettings
 from durable_local.storage import StoreBundle
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from durable_local.model import SchedulingMode
-from durable_local.partitioning import MAX_PARTITION_COUNT, MIN_PARTITION_COUNT
+from durable_local.sessions.partitioning import MAX_PARTITION_COUNT, MIN_PARTITION_COUNT
 
 _ZERO = timedelta(0)
 

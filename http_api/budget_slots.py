@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from http_api.common import DurableClient
 from orchestrators.budget_entity import entity_id
-from shared.budget_wire import BudgetOptions, collection_of, holder_id
+from shared.budget.wire import BudgetOptions, collection_of, holder_id
 from shared.models import JsonDict
 
 _T = TypeVar("_T")

@@ -38,7 +38,7 @@ from shared import names
 from shared.errors import CollectorError
 from shared.models import JsonDict, iso
 from shared.sinks.base import ChunkSink
-from shared.window import CollectionSpec
+from shared.window.machine import CollectionSpec
 
 logger = logging.getLogger(__name__)
 

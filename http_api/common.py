@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import azure.functions as func
 
 from shared.models import JsonDict, iso
-from shared.window import CollectionSpec
+from shared.window.machine import CollectionSpec
 
 ACTIVE = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
 CANCEL_REASON = "cancelled through POST /api/collections/{id}/cancel at {at}"
@@ -75,7 +75,7 @@ def json_field(value: Any) -> Any:
 def orchestration_input(
     spec: CollectionSpec, request: JsonDict, now: datetime, plan: JsonDict | None = None, budget_token: str = ""
 ) -> JsonDict:
-    """The collection's orchestration input; ``plan`` (``shared.plan_report``) is kept for its summary;
+    """The collection's orchestration input; ``plan`` (``http_api.plan_report``) is kept for its summary;
     ``budget_token``: the collection's token for its tenant budget operations (``Settings.budget_token``)."""
     payload: JsonDict = {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
     if plan is not None:

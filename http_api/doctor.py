@@ -27,11 +27,11 @@ import azure.functions as func
 from http_api.budget_slots import BudgetToken, Slot, no_token, run_holding
 from http_api.common import ApiResponse, DurableClient, json_answer
 from http_api.tenants import guid_or_error, resolver_for
-from shared.budget_wire import collection_of
+from shared.budget.wire import collection_of
 from shared.doctor import SOURCES, run_doctor
 from shared.errors import ConfigError
+from shared.requests.validation import InvalidRequest, validate_tenant_id
 from shared.settings import Settings
-from shared.validation import InvalidRequest, validate_tenant_id
 
 bp = df.Blueprint()
 

@@ -1,7 +1,7 @@
 """The follows API as plain async functions over a Durable client: start (or find, or resume) a follower, its
 summary, stop it, list the followers. The triggers (``http_api.follows``) stay one-liners.
 
-A follower's instance id is its key's digest (``shared.follow_state.follow_id``), so a second start for the same
+A follower's instance id is its key's digest (``shared.follow.state.follow_id``), so a second start for the same
 (tenant, source, filters) finds the running one: 200 with it when the request agrees, 409 ``conflict`` naming the first
 field that differs. A follower that stopped (or was terminated) is resumed under the same id from where its coverage
 ends, its provisional windows and failures kept: a restart never leaves a gap.
@@ -14,15 +14,15 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
+from http_api.follow_request import FollowRequest, validate_follow_request
+from http_api.request_json import parse_request_json
 from shared import names
-from shared.follow_plan import status as follow_status
-from shared.follow_request import FollowRequest, validate_follow_request
-from shared.follow_state import FOLLOW_PREFIX, FollowSpec, FollowState
+from shared.follow.plan import status as follow_status
+from shared.follow.state import FOLLOW_PREFIX, FollowSpec, FollowState
 from shared.models import JsonDict, iso, parse_iso
-from shared.request_json import parse_request_json
+from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
-from shared.validation import InvalidRequest
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from http_api.common import ApiResponse, error
 from shared import names
 from shared.clock import utc_now
 from shared.errors import ConfigError
-from shared.follow_state import FOLLOW_PREFIX
+from shared.follow.state import FOLLOW_PREFIX
 from shared.settings import Settings
 from shared.sinks import build_sink
 

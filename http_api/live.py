@@ -8,11 +8,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from http_api import grid_cells
 from http_api.common import cancelled_reason, json_field
-from shared import grid_cells, names
+from shared import names
 from shared.fixes import with_fix
 from shared.models import JsonDict, iso, parse_iso
-from shared.window import CollectionSpec
+from shared.window.machine import CollectionSpec
 
 _LIST_SPANS: tuple[timedelta | None, ...] = (
     timedelta(days=1),

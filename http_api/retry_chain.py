@@ -15,18 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from activities.chain_manifest import union_windows
-from activities.manifest import coverage_gaps
+from activities.manifest_windows import coverage_gaps, union_windows
 from http_api import reuse
 from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
+from http_api.plan_report import plan_report
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.models import Chunk, JsonDict
-from shared.plan_report import plan_report
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
-from shared.window import CollectionSpec
+from shared.window.machine import CollectionSpec
 
 logger = logging.getLogger(__name__)
 

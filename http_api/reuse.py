@@ -16,8 +16,8 @@ from typing import Any
 from http_api.common import ApiResponse, error, json_field
 from shared import names
 from shared.models import JsonDict
+from shared.requests.validation import CollectionRequest
 from shared.sinks.base import ChunkSink
-from shared.validation import CollectionRequest
 
 _FIELDS = ("tenantId", "startDate", "endDate", "intervalMinutes", "maxConcurrency", "source")
 _FILTERS = {

@@ -16,22 +16,22 @@ from http_api.common import ACTIVE, ApiResponse, DurableClient, cancelled_reason
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
+from http_api.plan_report import plan_report
+from http_api.request_json import parse_request_json
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.errors import CollectorError
 from shared.fixes import with_fix
-from shared.latency import latency_report, started_at_of
 from shared.log_fields import log_event
 from shared.models import JsonDict
-from shared.plan_report import plan_report
-from shared.planning import ChunkPlan
-from shared.request_json import parse_request_json
-from shared.retention import retention_report
+from shared.requests.validation import CollectionRequest, InvalidRequest, validate_collection_request
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
-from shared.validation import CollectionRequest, InvalidRequest, validate_collection_request
-from shared.window import CollectionSpec
-from shared.window_state import RunOptions
+from shared.timeline.latency import latency_report, started_at_of
+from shared.timeline.planning import ChunkPlan
+from shared.timeline.retention import retention_report
+from shared.window.machine import CollectionSpec
+from shared.window.state import RunOptions
 
 logger = logging.getLogger(__name__)
 
@@ -235,7 +235,7 @@ def _expired(payload: Any) -> list[JsonDict]:
 
 def _retention(spec: CollectionSpec | None, payload: Any, status: Any) -> JsonDict | None:
     """Which windows may be partial because they are older than the tenant's guaranteed retention
-    (``shared.retention``), as of the latest moment a query of the collection may have run so far: its status's
+    (``shared.timeline.retention``), as of the latest moment a query of the collection may have run so far: its status's
     last update (or its start). The manifest says it as of the collection's end."""
     started_at = started_at_of(payload)
     if spec is None or started_at is None:
@@ -248,7 +248,7 @@ def _retention(spec: CollectionSpec | None, payload: Any, status: Any) -> JsonDi
 
 
 def _latency(spec: CollectionSpec | None, payload: Any) -> JsonDict | None:
-    """Which windows may still gain late records (``shared.latency``), known from the start: the page and the
+    """Which windows may still gain late records (``shared.timeline.latency``), known from the start: the page and the
     summary say it while the collection runs, the manifest when it ends."""
     started_at = started_at_of(payload)
     if spec is None or started_at is None:

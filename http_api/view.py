@@ -13,7 +13,8 @@ Route order: ``collections/view`` and ``collections/{id}`` both match ``/api/col
 prefers the literal segment (the local host does too), but the Functions host adds function routes to one route
 collection in the order it lists the functions, first match wins (``WebJobsRouteBuilder``/``WebJobsRouter`` in
 ``Azure/azure-webjobs-sdk-extensions``; ``Azure/azure-functions-host`` issue #9876), so the summary trigger also
-answers ``view`` with the list page, and ``view`` is a reserved collection id (``shared.validation.RESERVED_IDS``).
+answers ``view`` with the list page, and ``view`` is a reserved collection id
+(``shared.requests.validation.RESERVED_IDS``).
 """
 
 from __future__ import annotations

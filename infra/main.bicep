@@ -17,7 +17,7 @@ param environmentName string
 })
 param location string
 
-@description('Application (client) id of the Entra app registration that reads the audit log. Empty until you have made it (README, Deploy: the tenant steps); set it with azd env set AUDIT_CLIENT_ID and run azd provision again.')
+@description('Application (client) id of the Entra app registration that reads the audit log. Empty until you have made it (README, "Deploy to Azure": the tenant steps); set it with azd env set AUDIT_CLIENT_ID and run azd provision again.')
 param auditClientId string = ''
 
 @description('The tenant doctor checks after deployment, as its initial domain (contoso.onmicrosoft.com); collections name their tenant in each request. Only printed, never an app setting.')

@@ -202,7 +202,7 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
 resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
   // checkov:skip=CKV_AZURE_222:the HTTP API and live page must be reachable by the operator; every route needs a function key
   // checkov:skip=CKV_AZURE_17:callers authenticate with function keys, not client certificates
-  // checkov:skip=CKV_AZURE_13:App Service Authentication (Easy Auth) is optional; the API's routes need a function key (README, The HTTP API)
+  // checkov:skip=CKV_AZURE_13:App Service Authentication (Easy Auth) is optional; the API's routes need a function key (docs/http-api.md)
   // checkov:skip=CKV_AZURE_80:a Python app: no .NET Framework version
   // checkov:skip=CKV_AZURE_88:the app keeps no files: Flex Consumption runs the package from the deployment container, output goes to Blob Storage
   name: functionAppName
@@ -266,7 +266,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   // checkov reads a sites/config resource as a web app: the same waivers as on functionApp
   // checkov:skip=CKV_AZURE_222:the HTTP API and live page must be reachable by the operator; every route needs a function key
   // checkov:skip=CKV_AZURE_17:callers authenticate with function keys, not client certificates
-  // checkov:skip=CKV_AZURE_13:App Service Authentication (Easy Auth) is optional; the API's routes need a function key (README, The HTTP API)
+  // checkov:skip=CKV_AZURE_13:App Service Authentication (Easy Auth) is optional; the API's routes need a function key (docs/http-api.md)
   // checkov:skip=CKV_AZURE_80:a Python app: no .NET Framework version
   // checkov:skip=CKV_AZURE_88:the app keeps no files: Flex Consumption runs the package from the deployment container, output goes to Blob Storage
   parent: functionApp
@@ -304,7 +304,7 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
   ]
 }
 
-// --- Role assignments (README, Deploy; docs/deploy.md lists each with its reason) ---------------------------------
+// --- Role assignments (docs/deploy.md lists each with its reason) ---------------------------------
 
 resource hostBlobOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
   name: guid(hostStorage.id, identity.id, roles.storageBlobDataOwner)

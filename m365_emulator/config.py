@@ -77,7 +77,7 @@ class TenantSpec:
     auditing_enabled: bool = True
     """False: unified auditing is turned off in this tenant, and creating a Graph audit query answers 400
     ``UnknownError`` whose message is a JSON string with ``"Status":"AuditingDisabledTenant"``. Exchange is not
-    affected (no evidence of what Search-UnifiedAuditLog answers then; see the README)."""
+    affected (no evidence of what Search-UnifiedAuditLog answers then; see m365_emulator/README.md)."""
 
     def __post_init__(self) -> None:
         if not is_guid(self.tenant_id):

@@ -13,10 +13,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # the config holds these settings, and the synthetic tenant's module reads the config
-    from m365_emulator.synth import SynthRecord
+
+class Ingested(Protocol):
+    """What ingestion reads of a record (``m365_emulator.synth.SynthRecord`` is one): its id and when it happened."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
 
 
 @dataclass
@@ -42,7 +49,7 @@ class IngestionSettings:
         """The friendly service: every record is searchable the moment it happens."""
         return cls(0.0, 0.0, 0.0, 0.0)
 
-    def delay_seconds(self, record: SynthRecord) -> float:
+    def delay_seconds(self, record: Ingested) -> float:
         """This record's ingestion delay: a stable function of its id and these settings."""
         return self.snapshot(0.0).delay_seconds(record)
 
@@ -63,13 +70,13 @@ class Visibility:
     max_seconds: float
     as_of: float
 
-    def delay_seconds(self, record: SynthRecord) -> float:
+    def delay_seconds(self, record: Ingested) -> float:
         late, where = _draws(record.id)
         if late < self.late_fraction:
             return self.typical_max_seconds + where * (self.max_seconds - self.typical_max_seconds)
         return self.typical_min_seconds + where * (self.typical_max_seconds - self.typical_min_seconds)
 
-    def visible(self, record: SynthRecord) -> bool:
+    def visible(self, record: Ingested) -> bool:
         if record.epoch + self.max_seconds <= self.as_of:
             return True  # older than any delay: no draw needed
         return record.epoch + self.delay_seconds(record) <= self.as_of

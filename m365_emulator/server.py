@@ -6,14 +6,11 @@ import json
 import logging
 import ssl
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from m365_emulator.config import EXCHANGE_SCOPE_RESOURCE, GRAPH_SCOPE_RESOURCE
 from m365_emulator.wire import Reply, Request, api_error
-
-if TYPE_CHECKING:
-    from m365_emulator.emulator import Emulator
 
 _orjson: Any
 try:  # serialising record pages is most of the emulator's work; orjson does it ~10x faster than json
@@ -24,6 +21,18 @@ except ImportError:  # pragma: no cover - requirements.txt installs it
 logger = logging.getLogger(__name__)
 _JSON = "application/json; charset=utf-8"
 _ODATA = "application/json;odata.metadata=minimal;odata.streaming=true;IEEE754Compatible=false;charset=utf-8"
+
+
+class Emulator(Protocol):
+    """What the server calls on the emulator (``m365_emulator.emulator.Emulator``), which owns the server."""
+
+    base_url: str
+
+    def call_api(self, request: Request, api: str, audience: str, parts: list[str]) -> Reply: ...
+
+    def openid_configuration(self, request: Request, segment: str) -> Reply: ...
+
+    def token(self, request: Request, segment: str) -> Reply: ...
 
 
 class TlsServer(ThreadingHTTPServer):

@@ -1,8 +1,8 @@
 """The tenant budget entity: one Durable Entity per (tenant, source), key ``<tenant>:<source>``.
 
-A thin trigger over ``shared.budget``: it reads the settings (built once per worker, ``activities.runtime``)
+A thin trigger over ``shared.budget.machine``: it reads the settings (built once per worker, ``activities.runtime``)
 and the wall clock (an entity operation is not replayed, so both are allowed here, unlike in orchestrator code),
-checks that the operation's token belongs to the collection it acts for (``shared.budget_token``: an entity cannot
+checks that the operation's token belongs to the collection it acts for (``shared.budget.token``: an entity cannot
 know its sender), runs the operation within the settings' limits and stores the state.
 Orchestrations talk to it with ``call_entity(EntityId("tenant_budget", key), op, request)``.
 """
@@ -16,9 +16,9 @@ import azure.durable_functions as df
 
 from activities import runtime
 from shared import names
-from shared.budget import Budget, BudgetState, Limits
-from shared.budget_token import token_matches
-from shared.budget_wire import BudgetRequest, entity_key, parse_entity_key
+from shared.budget.machine import Budget, BudgetState, Limits
+from shared.budget.token import token_matches
+from shared.budget.wire import BudgetRequest, entity_key, parse_entity_key
 from shared.clock import utc_now
 from shared.errors import RequestValidationError
 from shared.settings import Settings

@@ -1,4 +1,4 @@
-"""The collection orchestrator: a deterministic generator over ``shared.window.CollectionWindow``.
+"""The collection orchestrator: a deterministic generator over ``shared.window.machine.CollectionWindow``.
 
 It only translates the window's decisions into SDK calls and feeds completions back; all bookkeeping lives in the
 pure state machine, rebuilt on every replay from the input and the completions recorded in history.
@@ -16,12 +16,12 @@ import azure.durable_functions as df
 from orchestrators import settle
 from orchestrators.budget_entity import entity_id
 from shared import names
-from shared.budget_wire import BudgetRequest
+from shared.budget.wire import BudgetRequest
 from shared.log_fields import log_event
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
 from shared.redact import redact
-from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import RENEW, CallActivity, CallEntity, Cancel, Carried, Failure, SignalEntity, Step
+from shared.window.machine import CollectionSpec, CollectionWindow
+from shared.window.state import RENEW, CallActivity, CallEntity, Cancel, Carried, Failure, SignalEntity, Step
 
 logger = logging.getLogger(__name__)
 

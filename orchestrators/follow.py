@@ -1,6 +1,6 @@
 """The follower orchestrator: one eternal orchestration per (tenant, source, filters) keeps its audit log flowing.
 
-Each execution is one step of a cycle (``shared.follow_plan``): it runs the passes that are due one after another,
+Each execution is one step of a cycle (``shared.follow.plan``): it runs the passes that are due one after another,
 each a collection (the collect orchestrator as a sub-orchestration, over the day's windows that are due, with the
 day's collection id, so every read of a window lands on that window's one object), applies each pass's output and
 continues as new with its state; an execution with nothing due waits for the next wake on a durable timer, or for a
@@ -21,11 +21,11 @@ from typing import Any
 import azure.durable_functions as df
 
 from shared import names
-from shared.follow_plan import Pass, apply, next_wake, plan, status
-from shared.follow_state import FollowSpec, FollowState
+from shared.follow.plan import Pass, apply, next_wake, plan, status
+from shared.follow.state import FollowSpec, FollowState
 from shared.models import JsonDict, iso
 from shared.redact import redact
-from shared.window import CollectionSpec
+from shared.window.machine import CollectionSpec
 
 bp = df.Blueprint()
 

@@ -20,9 +20,9 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from shared.latency import AUDIT_LATENCY, started_at_of
 from shared.models import ActivityResult, Chunk, JsonDict, iso
-from shared.window import CollectionSpec, CollectionWindow
+from shared.timeline.latency import AUDIT_LATENCY, started_at_of
+from shared.window.machine import CollectionSpec, CollectionWindow
 
 SETTLING = "settling"
 

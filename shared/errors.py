@@ -144,6 +144,6 @@ class SinkError(CollectorError):
 
 class SlotExpiredError(CollectorError):
     """The lane's tenant budget slot (its lease, as the orchestration last saw it) has run out: the activity sends
-    no more requests, and the window asks the budget again before the lane goes on (``shared.slot_deadline``)."""
+    no more requests, and the window asks the budget again before the lane goes on (``shared.budget.slot_deadline``)."""
 
     kind = "slot_expired"

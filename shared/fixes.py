@@ -1,5 +1,5 @@
 """What to do about each kind of failure, in the operator's terms: one table for the summary, the live page and the
-manifest (the README's troubleshooting table, per failure kind)."""
+manifest (docs/troubleshooting.md, per failure kind)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from shared import hosting
-from shared.budget_token import collection_token
-from shared.budget_wire import BudgetOptions
+from shared.budget.token import collection_token
+from shared.budget.wire import BudgetOptions
 from shared.errors import ConfigError
+from shared.hosting import platform as hosting
 from shared.models import SOURCES
 
 _T = TypeVar("_T")
@@ -72,7 +72,7 @@ DEFAULT_TASK_HUB = "UalCollector"
 """What every local start sets (local.settings.json.example, run-local, the tests' hosts) and the template's default."""
 
 PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
-"""Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting``)."""
+"""Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting.platform``)."""
 
 BUDGET_KEY_SETTING = "COLLECTOR_BUDGET_SECRET"
 BUDGET_KEY_CHARS = 32
@@ -97,7 +97,7 @@ class Settings:
     max_interval_minutes: int = 7 * 24 * 60
     retention_days: int = 180
     """How long the tenant is sure to keep every audit record (Audit Standard: 180 days). Windows older than this
-    when they are collected are flagged possibly partial (``shared.retention``); set it to what the tenant's
+    when they are collected are flagged possibly partial (``shared.timeline.retention``); set it to what the tenant's
     retention policies guarantee for all records."""
     max_lookback_days: int = 3650
     """Oldest ``startDate`` accepted (and the oldest window ``retry-failed`` retries): 10 years, the longest audit
@@ -136,7 +136,7 @@ class Settings:
     """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
     late-arrival band has passed (``orchestrators.settle``)."""
     fast_sdk_timestamps: bool = True
-    """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.sdk_timestamps``)."""
+    """Parse the SDK's history timestamps with ``datetime.fromisoformat`` (``shared.hosting.sdk_timestamps``)."""
     budget_exchange: int = 3
     """Tenant budget B for Exchange: concurrent Search-UnifiedAuditLog calls of all collections of one tenant.
     Exchange Online's throttling policy allows 3 concurrent PowerShell connections per identity
@@ -154,11 +154,12 @@ class Settings:
     what one call returns (5,000), or of the session cap once sessions are seen to continue: most calls then come back
     short, which is what proves a window complete. 0 = no sizing (the planned chunks as they are)."""
     budget_secret: str | None = field(default=None, repr=False)
-    """Key of the per-collection tokens that tie budget operations to their collection (``shared.budget_token``).
+    """Key of the per-collection tokens that tie budget operations to their collection (``shared.budget.token``).
     Without it the entity cannot tell who sends what (its other rules still hold): set it on Azure."""
 
     hosting_plan: str = hosting.LOCAL
-    """Where the app runs, by the Functions host's own rules (``shared.hosting``): ``local`` or an Azure plan."""
+    """Where the app runs, by the Functions host's own rules (``shared.hosting.platform``): ``local`` or an Azure
+    plan."""
     hosting_evidence: str = "none"
     """The platform variables the plan was told by (for messages)."""
     clock_file: str | None = None

@@ -25,12 +25,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 
-from durable_local.control_queue import PollingBackoff
 from durable_local.dispatch.counters import EngineCounters
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import task_completed, task_failed
 from durable_local.model import FunctionRegistry, HistoryEvent, TaskMessage
 from durable_local.ports import Clock, MessageGoneError, Queue, QueueMessage
+from durable_local.sessions.control_queue import PollingBackoff
 from durable_local.settings import EngineSettings
 
 _log = logging.getLogger(__name__)

@@ -36,9 +36,10 @@ from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import event_type, parse_timestamp
 from durable_local.model import EventType, FunctionRegistry, HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
 from durable_local.ports import Clock, EtagConflictError, HistoryBatch, Queue, QueueMessage, TrackingStore
-from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings, run_episode
-from durable_local.session_types import OrchestrationSession, started_event, task_event_id
-from durable_local.sessions import OrchestrationSessionManager
+from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings
+from durable_local.replay.episode import run_episode
+from durable_local.sessions.manager import OrchestrationSessionManager
+from durable_local.sessions.state import OrchestrationSession, started_event, task_event_id
 from durable_local.settings import EngineSettings
 
 _log = logging.getLogger(__name__)

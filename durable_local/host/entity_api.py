@@ -25,7 +25,8 @@ from durable_local.entities.client import EntityMetadata, EntityQuery
 from durable_local.entities.ids import EntityId
 from durable_local.errors import FunctionNotFoundError
 from durable_local.history import format_timestamp
-from durable_local.host.query import query_of
+from durable_local.host.error_json import error_response
+from durable_local.host.query import query_bool, query_int, query_of, query_time
 
 EMPTY_KEY = "$"
 """``EmptyEntityKeySymbol``: in a GET, this key means the empty string."""
@@ -37,8 +38,6 @@ class EntityHttpApi:
 
     async def handle(self, request: web.Request, segments: list[str]) -> web.StreamResponse:
         """``segments`` are the route segments after ``entities``."""
-        from durable_local.host.webhooks import error_response
-
         if len(segments) > 2:
             return web.Response(status=404)
         name = segments[0] if segments else ""
@@ -62,8 +61,6 @@ class EntityHttpApi:
         return web.json_response(_json_or_text(found.state), status=200)
 
     async def _signal(self, request: web.Request, entity: EntityId, method: str) -> web.StreamResponse:
-        from durable_local.host.webhooks import error_response
-
         operation = "delete" if method == "DELETE" else query_of(request).get("op", "")
         body = await request.text()
         input_json: str | None = None
@@ -80,16 +77,14 @@ class EntityHttpApi:
         return web.Response(status=202)
 
     async def _list(self, request: web.Request, name: str | None) -> web.StreamResponse:
-        from durable_local.host.webhooks import _bool, _int, _time
-
         query = EntityQuery(
             entity_name=name,
-            last_operation_from=_time(query_of(request).get("lastOperationTimeFrom")),
-            last_operation_to=_time(query_of(request).get("lastOperationTimeTo")) or datetime.now(UTC),
+            last_operation_from=query_time(query_of(request).get("lastOperationTimeFrom")),
+            last_operation_to=query_time(query_of(request).get("lastOperationTimeTo")) or datetime.now(UTC),
             continuation_token=request.headers.get("x-ms-continuation-token") or None,
-            fetch_state=_bool(query_of(request).get("fetchState")) or False,
+            fetch_state=query_bool(query_of(request).get("fetchState")) or False,
         )
-        top = _int(query_of(request).get("top"))
+        top = query_int(query_of(request).get("top"))
         if top is not None and top > 0:
             query.page_size = top
         entities, token = await asyncio.to_thread(self._engine.list_entities, query)

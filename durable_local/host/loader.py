@@ -135,7 +135,9 @@ def load_app(app_dir: Path | str) -> LoadedApp:
             raise AppLoadError(f"function name {name!r} is defined twice")
         seen.add(name.lower())
         _index_function(loaded, name, function)
-    for local_winner, azure_winner, path in precedence_conflicts([(f.name, f.route) for f in loaded.http]):
+    for local_winner, azure_winner, path in precedence_conflicts(
+        [(f.name, f.route) for f in loaded.http], methods={f.name: f.methods for f in loaded.http}
+    ):
         logger.warning(
             "HTTP functions %r and %r both match /%s: here %r answers (the more literal route), on Azure %r does "
             "(the Functions host tries routes in function-name order). Make the routes disjoint or rename them.",

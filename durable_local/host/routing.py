@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from urllib.parse import unquote
@@ -225,14 +225,18 @@ def _constraint(text: str, template: str) -> Callable[[str], bool]:
     raise RouteTemplateError(f"route {template!r}: unsupported constraint {text!r}")
 
 
-def precedence_conflicts(routes: list[tuple[str, RouteTemplate]]) -> list[tuple[str, str, str]]:
+def precedence_conflicts(
+    routes: list[tuple[str, RouteTemplate]], *, methods: Mapping[str, Collection[str]] | None = None
+) -> list[tuple[str, str, str]]:
     """Pairs of HTTP functions that would answer the same path differently here and on Azure.
 
     Locally routes are tried by ``sort_key`` (more literal segments first, as ASP.NET ranks them); the Functions
     host tries them in function-name order, first match wins (Azure/azure-functions-host#9876, #6062). For each
     pair the two orders disagree on, a sample path built from either template (every parameter replaced by ``1``,
     or the literal path) that both match is a conflict: ``(local winner, Azure winner, path)``. A heuristic: it
-    finds the usual literal-versus-parameter shadowing, not every overlap constraints allow.
+    finds the usual literal-versus-parameter shadowing, not every overlap constraints allow. Two functions whose
+    ``methods`` (name -> allowed methods; absent = all) are disjoint never conflict: the host's route carries its
+    methods as a constraint, so a GET and a POST on one template each answer their own.
     """
     local = sorted(routes, key=lambda item: item[1].sort_key())
     rank = {name: index for index, (name, _) in enumerate(local)}
@@ -242,11 +246,19 @@ def precedence_conflicts(routes: list[tuple[str, RouteTemplate]]) -> list[tuple[
         for second_name, second in by_name[index + 1 :]:
             if rank[second_name] > rank[first_name]:
                 continue  # both orders try first_name first
+            if methods is not None and _disjoint(methods.get(first_name), methods.get(second_name)):
+                continue  # a request has one method: only one of them can match it
             for sample in (_sample_path(second), _sample_path(first)):
                 if first.match(sample) is not None and second.match(sample) is not None:
                     conflicts.append((second_name, first_name, sample))
                     break
     return conflicts
+
+
+def _disjoint(first: Collection[str] | None, second: Collection[str] | None) -> bool:
+    if first is None or second is None:
+        return False
+    return not {m.upper() for m in first} & {m.upper() for m in second}
 
 
 def _sample_path(route: RouteTemplate) -> str:

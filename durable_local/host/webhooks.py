@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -27,8 +25,9 @@ from durable_local.errors import (
 )
 from durable_local.host.client_binding import management_urls
 from durable_local.host.entity_api import EntityHttpApi
+from durable_local.host.error_json import error_response
 from durable_local.host.keys import HostKeys
-from durable_local.host.query import query_of
+from durable_local.host.query import query_bool, query_float, query_int, query_of, query_statuses, query_time
 from durable_local.host.status_json import status_payload
 from durable_local.model import RuntimeStatus
 from durable_local.ports import InstanceQuery
@@ -36,28 +35,6 @@ from durable_local.ports import InstanceQuery
 logger = logging.getLogger(__name__)
 
 _RUNNING = (RuntimeStatus.RUNNING, RuntimeStatus.PENDING, RuntimeStatus.CONTINUED_AS_NEW, RuntimeStatus.SUSPENDED)
-
-
-# The .NET exception each engine error stands for in the extension (``ExceptionType`` is its full name).
-_DOTNET_TYPES: dict[type[BaseException], str] = {
-    ValueError: "System.ArgumentException",
-    FunctionNotFoundError: "System.ArgumentException",
-    InstanceNotFoundError: "System.ArgumentException",
-    InstanceExistsError: "DurableTask.Core.Exceptions.OrchestrationAlreadyExistsException",
-    InvalidInstanceStateError: "System.InvalidOperationException",
-}
-
-
-def error_response(status: int, message: str, exc: BaseException | None = None) -> web.Response:
-    """The extension's ``CreateErrorResponse`` body (``HttpRequestMessageExtensions.cs``; the SDK reads
-    ``ExceptionMessage`` on a 400 start)."""
-    body: dict[str, Any] = {"Message": message}
-    if exc is not None:
-        exception_type = next((name for kind, name in _DOTNET_TYPES.items() if isinstance(exc, kind)), None)
-        body.update({"ExceptionMessage": str(exc), "ExceptionType": exception_type or type(exc).__name__})
-    else:
-        body["ExceptionMessage"] = message
-    return web.json_response(body, status=status)
 
 
 class DurableHttpApi:
@@ -139,7 +116,7 @@ class DurableHttpApi:
         return await self._created(request, new_id)
 
     async def _restart(self, request: web.Request, instance_id: str) -> web.StreamResponse:
-        flag = _bool(query_of(request).get("restartWithNewInstanceId"))
+        flag = query_bool(query_of(request).get("restartWithNewInstanceId"))
         try:
             new_id = await asyncio.to_thread(
                 self._engine.restart, instance_id, restart_with_new_instance_id=True if flag is None else flag
@@ -154,8 +131,8 @@ class DurableHttpApi:
         return await self._created(request, new_id)
 
     async def _created(self, request: web.Request, instance_id: str) -> web.StreamResponse:
-        timeout = _float(query_of(request).get("timeout"))
-        interval = _float(query_of(request).get("pollingInterval"))
+        timeout = query_float(query_of(request).get("timeout"))
+        interval = query_float(query_of(request).get("pollingInterval"))
         if timeout is not None and interval is not None:
             status = await asyncio.to_thread(self._engine.wait_for_completion, instance_id, timeout)
             if status is not None and status.runtime_status == RuntimeStatus.COMPLETED:
@@ -177,8 +154,8 @@ class DurableHttpApi:
     # -- status / list ------------------------------------------------------------------------------
 
     async def _status(self, request: web.Request, instance_id: str) -> web.StreamResponse:
-        show_history = _bool(query_of(request).get("showHistory")) or False
-        show_input = _bool(query_of(request).get("showInput"))
+        show_history = query_bool(query_of(request).get("showHistory")) or False
+        show_input = query_bool(query_of(request).get("showInput"))
         status = await asyncio.to_thread(
             self._engine.get_status,
             instance_id,
@@ -192,12 +169,12 @@ class DurableHttpApi:
     def _status_response(
         self, request: web.Request, status: InstanceStatus, *, show_input: bool = True
     ) -> web.Response:
-        history_output = _bool(query_of(request).get("showHistoryOutput")) or False
+        history_output = query_bool(query_of(request).get("showHistoryOutput")) or False
         payload = status_payload(status, show_input=show_input, show_history_output=history_output)
         code = 200
         if status.runtime_status in _RUNNING:
             code = 202
-        elif status.runtime_status == RuntimeStatus.FAILED and _bool(
+        elif status.runtime_status == RuntimeStatus.FAILED and query_bool(
             query_of(request).get("returnInternalServerErrorOnFailure")
         ):
             code = 500
@@ -210,16 +187,16 @@ class DurableHttpApi:
 
     async def _list(self, request: web.Request) -> web.StreamResponse:
         query = InstanceQuery(
-            runtime_status=_statuses(query_of(request).getall("runtimeStatus", [])),
-            created_from=_time(query_of(request).get("createdTimeFrom")),
-            created_to=_time(query_of(request).get("createdTimeTo")),
+            runtime_status=query_statuses(query_of(request).getall("runtimeStatus", [])),
+            created_from=query_time(query_of(request).get("createdTimeFrom")),
+            created_to=query_time(query_of(request).get("createdTimeTo")),
             instance_id_prefix=query_of(request).get("instanceIdPrefix") or None,
             continuation_token=request.headers.get("x-ms-continuation-token") or None,
         )
-        top = _int(query_of(request).get("top"))
+        top = query_int(query_of(request).get("top"))
         if top is not None and top > 0:
             query.page_size = top
-        show_input = _bool(query_of(request).get("showInput"))
+        show_input = query_bool(query_of(request).get("showInput"))
         statuses, token = await asyncio.to_thread(self._engine.query, query)
         body = [status_payload(s, show_input=show_input is not False) for s in statuses]
         response = web.json_response(body, status=200)
@@ -240,11 +217,11 @@ class DurableHttpApi:
         return web.json_response({"instancesDeleted": 1 if deleted else 0}, status=200)
 
     async def _purge_many(self, request: web.Request) -> web.StreamResponse:
-        created_from = _time(query_of(request).get("createdTimeFrom"))
+        created_from = query_time(query_of(request).get("createdTimeFrom"))
         if created_from is None:
             return web.json_response("Please provide value for 'createdTimeFrom' parameter.", status=400)
-        created_to = _time(query_of(request).get("createdTimeTo")) or datetime.now(UTC)
-        statuses = tuple(_statuses(query_of(request).getall("runtimeStatus", [])))
+        created_to = query_time(query_of(request).get("createdTimeTo")) or datetime.now(UTC)
+        statuses = tuple(query_statuses(query_of(request).getall("runtimeStatus", [])))
         count = await asyncio.to_thread(
             lambda: self._engine.purge_many(created_from=created_from, created_to=created_to, statuses=statuses)
         )
@@ -293,57 +270,3 @@ class DurableHttpApi:
             # handler answers with a 500.
             return error_response(500, "Something went wrong while processing your request", exc)
         return web.Response(status=202)
-
-
-def _bool(value: str | None) -> bool | None:
-    if value is None:
-        return None
-    lowered = value.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    return None
-
-
-def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _float(value: str | None) -> float | None:
-    """A finite number of seconds, else None: ``timeout=nan`` would make a wait loop never end."""
-    try:
-        number = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return number if number is not None and math.isfinite(number) else None
-
-
-def _time(value: str | None) -> datetime | None:
-    """Query timestamps; the SDK can send years without leading zeros, which are padded like the extension."""
-    if not value:
-        return None
-    text = value.strip()
-    year, dash, rest = text.partition("-")
-    if dash and year.isdigit() and len(year) < 4:
-        text = year.zfill(4) + "-" + rest
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError as exc:
-        raise ValueError(f"{value!r} is not a valid timestamp") from exc
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-
-
-def _statuses(values: list[str]) -> list[RuntimeStatus]:
-    found: list[RuntimeStatus] = []
-    for value in values:
-        for part in value.split(","):
-            if part.strip():
-                try:
-                    found.append(RuntimeStatus.from_display(part))
-                except ValueError:
-                    continue  # the extension ignores names it cannot parse
-    return found

@@ -8,6 +8,7 @@ reconciliation), ``context_json`` (what the worker receives), ``actions`` (what 
 
 from __future__ import annotations
 
-from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings, run_episode
+from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings
+from durable_local.replay.episode import run_episode
 
 __all__ = ["EpisodeInput", "EpisodeResult", "ReplaySettings", "run_episode"]

@@ -82,10 +82,3 @@ class EpisodeResult:
     name: str = ""
     input: str | None = None
     continued_as_new: bool = False
-
-
-def run_episode(episode: EpisodeInput) -> EpisodeResult:
-    """Run one episode; see ``durable_local.replay`` for the implementation."""
-    from durable_local.replay.episode import run_episode as _run
-
-    return _run(episode)

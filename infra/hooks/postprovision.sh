@@ -5,7 +5,7 @@
 #      already holds one (the app setting AUDIT_CERTIFICATE refers to its secret: the PFX the collector signs with);
 #   2. writes its public part to .azure/<environment>/, for the app registration;
 #   3. asks the app to resolve its Key Vault references now (otherwise within 24 hours);
-#   4. prints the tenant steps with this deployment's names (README, Deploy; docs/deploy.md).
+#   4. prints the tenant steps with this deployment's names (README, "Deploy to Azure"; docs/deploy.md).
 # Never prints or stores the private key. Needs: az, logged in as the deploying principal.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,7 +52,7 @@ cat <<STEPS
 Deployed: $AZURE_FUNCTION_URL (function app $AZURE_FUNCTION_NAME)
 Audit certificate: $cert in $vault, thumbprint $thumbprint; public part: $pem
 
-Now in the tenant (README, Deploy; commands in docs/deploy.md):
+Now in the tenant (README, "Deploy to Azure"; commands in docs/deploy.md):
   1. App registration: ${app:-create one (az ad app create --display-name ual-collector --query appId -o tsv)},
      upload $pem to it (az ad app credential reset --id <appId> --cert @$pem --append) and ask for
      Microsoft Graph AuditLogsQuery.Read.All (graph) and/or Office 365 Exchange Online Exchange.ManageAsApp (exchange).

@@ -1,6 +1,9 @@
 """Audit API adapters: Microsoft Graph audit log queries and Exchange ``Search-UnifiedAuditLog``.
 
-Callers depend on the ports (:mod:`shared.audit.ports`) and build concrete clients here.
+Callers depend on the ports (:mod:`shared.audit.ports`) and build concrete clients here. The only code that calls
+an audit API; ``docs/architecture.md`` says how to add another source.
+
+May import: shared, shared.budget, shared.records.
 """
 
 from __future__ import annotations

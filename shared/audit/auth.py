@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import msal
 import requests
 
-from shared.audit import certificate
+from shared.audit.certificate import content_digest, load_certificate
 from shared.audit.config import AuditApiConfig
 from shared.audit.session import PinnedSession, tls_config_error
 from shared.errors import AuthenticationError, TransientApiError
@@ -91,7 +91,7 @@ def _credential_key(config: AuditApiConfig) -> str:
         config.certificate or "",
         config.certificate_password or "",
         config.certificate_path or "",
-        certificate.content_digest(config) if config.certificate_path else "",
+        content_digest(config) if config.certificate_path else "",
         config.certificate_thumbprint or "",
     )
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
@@ -118,7 +118,7 @@ class MsalTokenProvider:
 
     def _build_app(self) -> msal.ConfidentialClientApplication:
         config = self._config
-        credential: Any = config.client_secret if config.client_secret else certificate.load_certificate(config)
+        credential: Any = config.client_secret if config.client_secret else load_certificate(config)
         extra: dict[str, Any] = {}
         if not is_microsoft_authority(config.authority_host):
             # msal would otherwise ask login.microsoftonline.com whether the authority is known (instance discovery)

@@ -24,7 +24,7 @@ from shared.audit.http import ApiIdentity, http_client_for
 from shared.audit.normalise import graph_item, page_of
 from shared.audit.ports import AuditFilters, DeleteOutcome, QueryState, QueryStatus, RecordPage, TimeWindow
 from shared.errors import CollectorError, PermanentApiError, QueryFailedError
-from shared.records import format_timestamp
+from shared.records.rules import format_timestamp
 
 logger = logging.getLogger(__name__)
 

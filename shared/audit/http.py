@@ -42,6 +42,7 @@ from shared.audit.auth import TokenProvider
 from shared.audit.config import AuditApiConfig
 from shared.audit.error_body import ErrorBody, Problem, classify, parse_error_body
 from shared.audit.session import PinnedSession, tls_config_error
+from shared.budget.slot_deadline import check_request
 from shared.errors import (
     AuditingDisabledError,
     AuthenticationError,
@@ -50,9 +51,8 @@ from shared.errors import (
     RoutingError,
     TransientApiError,
 )
-from shared.json_codec import loads as json_loads
 from shared.log_fields import log_event
-from shared.slot_deadline import check_request
+from shared.records.json_codec import loads as json_loads
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,8 @@ def parse_retry_after(value: str | None, *, now: datetime) -> float | None:
 
 
 def json_body(response: requests.Response) -> Any:
-    """A 2xx body's JSON, decoded once from its bytes (``shared.json_codec``: orjson when it reads the same value).
+    """A 2xx body's JSON, decoded once from its bytes (``shared.records.json_codec``: orjson when it reads the same
+    value).
 
     A body that declares a charset other than UTF-8 (JSON between systems is UTF-8, RFC 8259 section 8.1) or no JSON
     content type is decoded by ``requests`` as before.

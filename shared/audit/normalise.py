@@ -4,7 +4,7 @@ A record that cannot be trusted (no id, no time, ``auditData`` that does not par
 :class:`MalformedRecord` carrying the raw text and the reason; the rest of its page is kept.
 
 Each record's time is parsed once, here: the page carries the parsed moments beside the records
-(``RecordPage.times``) for the writer's trim. An ``auditData`` string is decoded once, by ``shared.json_codec``.
+(``RecordPage.times``) for the writer's trim. An ``auditData`` string is decoded once, by ``shared.records.json_codec``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from datetime import datetime
 from typing import Any, TypeAlias
 
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
-from shared.json_codec import JsonDecodeError
-from shared.json_codec import loads as json_loads
-from shared.records import canonical_time
+from shared.records.json_codec import JsonDecodeError
+from shared.records.json_codec import loads as json_loads
+from shared.records.rules import canonical_time
 
 Normalised: TypeAlias = tuple[AuditRecord, datetime] | MalformedRecord
 """A usable record with its parsed ``createdDateTime``, or a quarantine entry."""

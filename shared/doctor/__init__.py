@@ -1,6 +1,8 @@
 """``doctor``: a read-only preflight of the collector's settings, credentials, permissions and output store against
 a real tenant, reporting one result per probe (``shared.doctor.model``). Used by ``python -m collector_local doctor``
 and ``GET /api/doctor``.
+
+May import: shared, shared.audit, shared.hosting, shared.records, shared.requests, shared.sinks.
 """
 
 from __future__ import annotations

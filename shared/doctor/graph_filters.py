@@ -22,7 +22,7 @@ from shared.audit.http import AuditHttpClient
 from shared.audit.ports import TimeWindow
 from shared.doctor.model import Budget, ProbeResult, brief, differs, ok, skipped, warning
 from shared.errors import CollectorError, PermanentApiError
-from shared.records import format_timestamp
+from shared.records.rules import format_timestamp
 
 SERVICE = "Exchange"
 """The service the probe filters on: the workload every Microsoft 365 tenant records most."""

@@ -36,8 +36,8 @@ from shared.errors import AuditingDisabledError, CollectorError, PermanentApiErr
 WINDOW = timedelta(minutes=15)
 WINDOW_LAG = timedelta(hours=2)
 """The doctor's window ends this long before now: audit records typically become searchable 60 to 90 minutes after
-the event (shared.latency), so a window ending now is nearly empty on a real tenant, and the probes that compare
-records (graph.records, graph.filters) would have nothing to compare."""
+the event (shared.timeline.latency), so a window ending now is nearly empty on a real tenant, and the probes that
+compare records (graph.records, graph.filters) would have nothing to compare."""
 POLL_LIMIT_SECONDS = 240.0
 """Longest the doctor waits for its query (the service often takes minutes; a longer wait is the user's call)."""
 FINISH_RESERVE_SECONDS = 20.0

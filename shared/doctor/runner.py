@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from shared.audit.config import AuditApiConfig
-from shared.azure_settings import hosted_gaps
 from shared.doctor.exchange_probe import ExchangeProbe
 from shared.doctor.fixes import TENANT_SETTING, config_failure
 from shared.doctor.graph_probe import GraphProbe
@@ -33,8 +32,9 @@ from shared.doctor.model import (
 )
 from shared.doctor.storage_probe import probe_storage
 from shared.errors import ConfigError
+from shared.hosting.azure_settings import hosted_gaps
+from shared.requests.validation import InvalidRequest, validate_tenant_id
 from shared.settings import Settings
-from shared.validation import InvalidRequest, validate_tenant_id
 
 DEFAULT_BUDGET_SECONDS = 300.0
 _MAX_ATTEMPTS = 3

@@ -1,4 +1,7 @@
-"""Output sinks: the ``ChunkSink`` port and its blob, local-folder and in-memory implementations."""
+"""Output sinks: the ``ChunkSink`` port and its blob, local-folder and in-memory implementations.
+
+May import: shared.
+"""
 
 from __future__ import annotations
 

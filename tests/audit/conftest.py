@@ -15,7 +15,7 @@ from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.exchange_session import read_window
 from shared.audit.graph import GraphAuditClient
 from shared.audit.ports import AuditFilters, QueryState, RecordPage, TimeWindow
-from shared.records import Deduplicator, trim_to_window
+from shared.records.rules import Deduplicator, trim_to_window
 
 TENANT = "3f2c9a10-5b7e-4c1d-9e8f-0a1b2c3d4e5f"
 DOMAIN = "contoso.onmicrosoft.com"

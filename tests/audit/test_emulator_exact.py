@@ -14,7 +14,7 @@ from shared.audit.exchange_session import read_window
 from shared.audit.graph import GraphAuditClient, parse_records_page
 from shared.audit.ports import AuditFilters, QueryState, TimeWindow
 from shared.errors import NeedsSplitError
-from shared.records import parse_record_time, trim_to_window
+from shared.records.rules import parse_record_time, trim_to_window
 from tests.audit.conftest import (
     FAST,
     OLD_EXCHANGE,

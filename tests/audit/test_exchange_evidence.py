@@ -23,7 +23,7 @@ from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.exchange_session import read_window
 from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import NeedsSplitError
-from shared.records import Deduplicator
+from shared.records.rules import Deduplicator
 from tests.audit.scripted_server import FakeTokens, Recorded, Reply, scripted_server
 
 WINDOW = TimeWindow(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 3, 1, 2, tzinfo=UTC))

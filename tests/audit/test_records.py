@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.audit.ports import TimeWindow
-from shared.records import (
+from shared.records.rules import (
     Deduplicator,
     canonical_time,
     format_timestamp,

@@ -14,8 +14,8 @@ from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.exchange_session import read_window
 from shared.audit.graph import GraphAuditClient
 from shared.audit.ports import AuditFilters, QueryState
+from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import SlotExpiredError
-from shared.slot_deadline import SlotDeadline
 from tests.audit.conftest import FAST, Emu, register, start_emulator, wait_for_query, window
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

@@ -60,7 +60,7 @@ class FakeQueryApi:
             raise queue.pop(0)
 
     def _in(self, window: TimeWindow) -> list[AuditRecord]:
-        from shared.records import parse_record_time
+        from shared.records.rules import parse_record_time
 
         return [r for r in self.records if window.contains(parse_record_time(r))]
 
@@ -123,7 +123,7 @@ class FakeSearchApi:
         return self.cap
 
     def _in_or_unparseable(self, window: TimeWindow) -> list[AuditRecord]:
-        from shared.records import parse_record_time
+        from shared.records.rules import parse_record_time
 
         def keep(r: AuditRecord) -> bool:
             try:

@@ -4,8 +4,8 @@ It plays the queues and workers: runs episodes with ``run_episode`` (SHIM mode =
 shim), executes activity work items with the real activity bodies over fakes, and fires timers on a fake clock.
 Activities finish in a seeded random order; timers that are due fire before any further activity finishes
 (a due timer is delivered at once, while activities take time). With ``budget_capacity`` it also plays the tenant
-budget entity: the orchestration's entity requests run on one ``shared.budget.Budget`` in the order they were sent,
-and the answers of calls come back as ``EventRaised`` messages before any further activity finishes (an entity
+budget entity: the orchestration's entity requests run on one ``shared.budget.machine.Budget`` in the order they were
+sent, and the answers of calls come back as ``EventRaised`` messages before any further activity finishes (an entity
 operation is short beside an activity's call to an audit API).
 """
 
@@ -28,11 +28,12 @@ from durable_local.model import (
     SchedulingMode,
     TaskMessage,
 )
-from durable_local.replay.api import EpisodeInput, EpisodeResult, run_episode
+from durable_local.replay.api import EpisodeInput, EpisodeResult
+from durable_local.replay.episode import run_episode
 from shared import names
-from shared.budget import Budget
-from shared.budget_wire import BudgetRequest
-from shared.slot_deadline import activity_clock
+from shared.budget.machine import Budget
+from shared.budget.slot_deadline import activity_clock
+from shared.budget.wire import BudgetRequest
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 Activity = Callable[[dict[str, Any]], dict[str, Any]]

@@ -220,7 +220,7 @@ def test_manifest_lists_a_split_window_once_when_its_parent_object_was_also_writ
 
 
 def test_drop_superseded_handles_no_summaries_and_disjoint_ones() -> None:
-    from activities.manifest import drop_superseded
+    from activities.manifest_windows import drop_superseded
 
     assert drop_superseded([]) == ([], [])
     a, b = (

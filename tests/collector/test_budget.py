@@ -1,4 +1,4 @@
-"""The tenant budget state machine (shared.budget) and its wire types (shared.budget_wire), step by step."""
+"""The tenant budget state machine (shared.budget.machine) and its wire types (shared.budget.wire), step by step."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from shared.budget import (
+from shared.budget.machine import (
     MAX_WAITERS,
     REFUSED_COLLECTION_WAITS,
     REFUSED_QUEUE_FULL,
@@ -16,7 +16,7 @@ from shared.budget import (
     Limits,
     waiter_ttl,
 )
-from shared.budget_wire import BudgetOptions, BudgetRequest, entity_key, holder_id, parse_entity_key
+from shared.budget.wire import BudgetOptions, BudgetRequest, entity_key, holder_id, parse_entity_key
 from shared.errors import RequestValidationError
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)

@@ -14,7 +14,7 @@ import azure.durable_functions as df
 from durable_local.model import FunctionRegistry
 from orchestrators.budget_entity import entity_id, run_operation
 from shared import names
-from shared.budget_wire import BudgetOptions
+from shared.budget.wire import BudgetOptions
 from shared.settings import Settings
 from tests.engine.entities.helpers import T0, Caller, episode, state_of
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from durable_local.replay.api import EpisodeResult
-from shared.budget_token import collection_token
+from shared.budget.token import collection_token
 from shared.errors import ConfigError
 from shared.settings import Settings
 from tests.collector.test_budget_entity import ENTITY, Clock, answers, functions

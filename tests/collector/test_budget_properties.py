@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from shared.budget import Budget
-from shared.budget_wire import BudgetRequest, collection_of
+from shared.budget.machine import Budget
+from shared.budget.wire import BudgetRequest, collection_of
 
 T0 = datetime(2026, 1, 5, tzinfo=UTC)
 HOLDERS = [f"{c}/{lane}" for c in ("x", "y", "z") for lane in range(3)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from http_api import retry_chain, service
-from shared.budget_token import collection_token
+from shared.budget.token import collection_token
 from shared.settings import Settings
 from shared.sinks.memory import MemorySink
 from tests.collector.test_http_service import BODY, NOW, WITH_FAILURE, FakeClient, call, finish, resolve

@@ -26,7 +26,7 @@ from shared.audit.normalise import exchange_item, graph_item, normalise_graph_re
 from shared.audit.ports import MalformedRecord, RecordPage, TimeWindow
 from shared.errors import TransientApiError
 from shared.models import Chunk, ChunkSummary
-from shared.records import parse_record_time
+from shared.records.rules import parse_record_time
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import T0, record
 

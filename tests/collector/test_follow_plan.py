@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.follow_plan import MAX_NEW_WINDOWS, apply, frontier, next_wake, plan
-from shared.follow_state import FollowSpec, FollowState, day_collection_id, follow_id
-from shared.latency import AUDIT_LATENCY
+from shared.follow.plan import MAX_NEW_WINDOWS, apply, frontier, next_wake, plan
+from shared.follow.state import FollowSpec, FollowState, day_collection_id, follow_id
 from shared.models import Chunk, iso
-from shared.run_options import RunOptions
+from shared.requests.run_options import RunOptions
+from shared.timeline.latency import AUDIT_LATENCY
 
 START = datetime(2024, 6, 3, tzinfo=UTC)
 MIN = timedelta(minutes=1)

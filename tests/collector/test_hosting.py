@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from shared import hosting
 from shared.errors import ConfigError
+from shared.hosting import platform as hosting
 from shared.settings import Settings
 from shared.sinks import build_sink
 

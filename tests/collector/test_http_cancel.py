@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from http_api import cancel, live, service
 from http_api.budget_slots import Slot
 from shared import names
-from shared.budget import Budget, BudgetState
-from shared.budget_wire import BudgetOptions
+from shared.budget.machine import Budget, BudgetState
+from shared.budget.wire import BudgetOptions
 from shared.sinks.memory import MemorySink
 from tests.collector.test_http_service import (
     BODY,

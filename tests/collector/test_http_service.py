@@ -14,14 +14,14 @@ import pytest
 from http_api import retry_chain, service
 from shared import names
 from shared.audit.tenant_lookup import TenantNotFoundError
-from shared.budget import Budget, BudgetState
-from shared.budget_wire import BudgetRequest
+from shared.budget.machine import Budget, BudgetState
+from shared.budget.wire import BudgetRequest
 from shared.chain_claim import Claim, ClaimState
 from shared.models import Chunk
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
-from shared.window import CollectionSpec
+from shared.window.machine import CollectionSpec
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 GUID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
@@ -71,7 +71,8 @@ class FakeClient:
         return self.instances.get(instance_id, SimpleNamespace(runtime_status=None))
 
     async def signal_entity(self, entity: Any, operation: str, operation_input: Any = None) -> None:
-        """Runs the operation at once, as the entity's trigger does (``shared.chain_claim`` / ``shared.budget``)."""
+        """Runs the operation at once, as the entity's trigger does (``shared.chain_claim`` /
+        ``shared.budget.machine``)."""
         key = (entity.name, entity.key)
         self.signals.append((*key, operation, operation_input))
         if entity.name == names.ENTITY_RETRY_CHAIN:

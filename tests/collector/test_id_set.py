@@ -1,4 +1,4 @@
-"""``shared.id_set.IdSet`` is exactly a set of strings, whatever mix of GUID and other ids it holds."""
+"""``shared.records.id_set.IdSet`` is exactly a set of strings, whatever mix of GUID and other ids it holds."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.id_set import IdSet, guid_key, guid_text
-from shared.records import Deduplicator
+from shared.records.id_set import IdSet, guid_key, guid_text
+from shared.records.rules import Deduplicator
 
 ZERO = "00000000-0000-0000-0000-000000000000"
 GUIDS = st.uuids().map(str) | st.just(ZERO) | st.integers(0, 2**16).map(lambda n: str(uuid.UUID(int=n)))

@@ -1,9 +1,9 @@
 """The deployment template and the code agree, checked here without Azure (docs/deploy.md, What is checked here).
 
 ``infra/resources.bicep``'s app settings set everything the collector requires on Azure
-(``shared.azure_settings.hosted_gaps``) and nothing it does not know (a name ``Settings.from_env`` reads or one in
-``HOST_SETTINGS``). The template is read with pycep-parser from the infrastructure tools' venv (``.venv-iac``, made by
-``scripts/bootstrap.sh``), the parser checkov itself uses.
+(``shared.hosting.azure_settings.hosted_gaps``) and nothing it does not know (a name ``Settings.from_env`` reads or one
+in ``HOST_SETTINGS``). The template is read with pycep-parser from the infrastructure tools' venv (``.venv-iac``, made
+by ``scripts/bootstrap.sh``), the parser checkov itself uses.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from shared.azure_settings import HOST_SETTINGS, HOSTED_REQUIREMENTS, hosted_gaps
+from shared.hosting.azure_settings import HOST_SETTINGS, HOSTED_REQUIREMENTS, hosted_gaps
 from shared.settings import PLATFORM_SETTINGS, Settings
 from tests.collector.test_names_settings import _RecordingEnv
 
@@ -91,14 +91,14 @@ def test_a_requirement_dropped_from_the_template_is_named() -> None:
 
 def test_host_json_timeout_is_valid_on_every_plan_and_the_template_lengthens_it_on_flex() -> None:
     """The host refuses a functionTimeout over 10 minutes on (Windows and Linux) Consumption, so host.json keeps 10
-    minutes and the Flex template overrides it (AzureFunctionsJobHost__functionTimeout) by the value the README
+    minutes and the Flex template overrides it (AzureFunctionsJobHost__functionTimeout) by the value docs/deploy.md
     states."""
     host = json.loads((REPO / "host.json").read_text())
     assert host["functionTimeout"] == "00:10:00"
     default = _parsed(REPO / "infra" / "main.bicep")["parameters"]["functionTimeout"]["default"]
     assert _app_settings()["AzureFunctionsJobHost__functionTimeout"] == "functionTimeout"
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert re.search(rf"Flex Consumption[^|\n]*\|[^|\n]*`{re.escape(default)}`", readme), default
+    deploy = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert re.search(rf"Flex Consumption[^|\n]*\|[^|\n]*`{re.escape(default)}`", deploy), default
 
 
 def test_the_parse_and_the_scan_fail_when_a_required_setting_is_removed(tmp_path: Path) -> None:

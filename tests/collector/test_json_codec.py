@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import json_codec
-from shared.json_codec import JsonDecodeError, JsonEncodeError, dump_line, dump_lines, loads
+from shared.records import json_codec
+from shared.records.json_codec import JsonDecodeError, JsonEncodeError, dump_line, dump_lines, loads
 
 pytestmark = pytest.mark.skipif(not json_codec.uses_orjson(), reason="orjson is not installed: nothing to compare")
 

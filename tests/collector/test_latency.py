@@ -1,11 +1,11 @@
-"""Which parts of a collection may still gain records (``shared.latency``), and where users see it."""
+"""Which parts of a collection may still gain records (``shared.timeline.latency``), and where users see it."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from shared.latency import AUDIT_LATENCY, latency_report, provisional_parts
 from shared.models import Chunk
+from shared.timeline.latency import AUDIT_LATENCY, latency_report, provisional_parts
 
 T = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from typing import Any
 from http_api import live, service, view
 from shared import names
 from shared.models import ActivityError, ActivityResult
-from shared.window import CollectionSpec, CollectionWindow
+from shared.window.machine import CollectionSpec, CollectionWindow
 from tests.collector.test_http_service import BODY, NOW, FakeClient, call, start
 
 

@@ -10,6 +10,7 @@ from shared import names
 from shared.errors import ConfigError
 from shared.settings import PLATFORM_SETTINGS, Settings
 from shared.sinks.base import check_object_name
+from tests.support.recording_env import RecordingEnv
 
 T0 = datetime(2024, 11, 17, 10, 0, tzinfo=UTC)
 
@@ -103,37 +104,15 @@ def test_bad_settings_name_the_setting(env: dict[str, str], setting: str) -> Non
     assert caught.value.setting == setting
 
 
-class _RecordingEnv(dict[str, str]):
-    """An environment that remembers every name the settings asked for."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.asked: set[str] = set()
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        self.asked.add(key)
-        return super().get(key, default)
-
-
 def test_local_settings_example_documents_every_setting_the_app_reads() -> None:
     import json
     from pathlib import Path
 
-    env = _RecordingEnv()
+    env = RecordingEnv()
     Settings.from_env(env)
     example = json.loads((Path(__file__).parents[2] / "local.settings.json.example").read_text())["Values"]
     assert env.asked, "the recording environment saw no lookups"
     assert sorted(env.asked - set(example) - set(PLATFORM_SETTINGS)) == []  # the platform's own are not for users
-
-
-def test_the_readme_documents_every_setting_the_app_reads() -> None:
-    from pathlib import Path
-
-    env = _RecordingEnv()
-    Settings.from_env(env)
-    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
-    undocumented = env.asked - set(PLATFORM_SETTINGS)  # the platform's own: docs/deploy.md tells them
-    assert sorted(name for name in undocumented if f"`{name}`" not in readme) == []
 
 
 def test_a_summary_name_gives_back_its_window_even_with_microseconds() -> None:

@@ -1,6 +1,6 @@
 """The collector orchestrator with a tenant budget, through the real SDK replay executor in SHIM mode.
 
-The replay driver plays the budget entity (``shared.budget`` in send order, answers among the activities'
+The replay driver plays the budget entity (``shared.budget.machine`` in send order, answers among the activities'
 completions), so these check what the pure window tests cannot: entity calls inside the window's ``task_any`` keep
 K in flight under the extension's sequential shim, nothing carries stale answers across continue-as-new, and the
 output stays exact while every slot is given back.

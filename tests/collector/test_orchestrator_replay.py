@@ -15,10 +15,10 @@ from durable_local.model import RuntimeStatus, SchedulingMode
 from shared import names
 from shared.errors import AuthenticationError, TransientApiError
 from shared.models import ActivityResult, Chunk, iso
-from shared.planning import ChunkPlan
 from shared.sinks.memory import MemorySink
-from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import CallActivity, Carried, RunOptions
+from shared.timeline.planning import ChunkPlan
+from shared.window.machine import CollectionSpec, CollectionWindow
+from shared.window.state import CallActivity, Carried, RunOptions
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.replay_driver import NOW, ReplayDriver, orchestrator_handle
 

@@ -12,9 +12,9 @@ from activities import bodies
 from activities.chunk_writer import write_chunk
 from http_api import retry_chain, service
 from shared.models import ActivityResult, Chunk, JsonDict, iso
-from shared.retention import possibly_partial
 from shared.settings import Settings
 from shared.sinks.memory import MemorySink
+from shared.timeline.retention import possibly_partial
 from tests.collector.test_http_service import FakeClient, call, resolve
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)

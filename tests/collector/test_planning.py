@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.planning import ChunkPlan, chunk_count, plan_chunks, smallest_interval_minutes
+from shared.timeline.planning import ChunkPlan, chunk_count, plan_chunks, smallest_interval_minutes
 
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -1,4 +1,5 @@
-"""``shared.prefetch.prefetched``: order, one item ahead, errors after the items before them, clean early stops."""
+"""``shared.records.prefetch.prefetched``: order, one item ahead, errors after the items before them, clean early
+stops."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from shared.prefetch import prefetched
+from shared.records.prefetch import prefetched
 
 
 def test_items_arrive_in_order_and_the_worker_is_gone_at_the_end() -> None:

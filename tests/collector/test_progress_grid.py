@@ -1,6 +1,6 @@
 """The live page's chunk grid: what the orchestrator publishes in custom status, and the cell states the API serves.
 
-The window is driven by the real state machine (``shared.window``); the grid is checked against what the window
+The window is driven by the real state machine (``shared.window.machine``); the grid is checked against what the window
 itself knows (lanes, failures, re-queued halves, counters) and against a cell-by-cell reference decoder.
 """
 
@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import progress_grid
-from shared.grid_cells import Cells, encode
+from http_api.grid_cells import Cells, encode
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
-from shared.planning import ChunkPlan
-from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import COLLECT, CallActivity, Carried, Failure, Lane, RunOptions
+from shared.timeline.planning import ChunkPlan
+from shared.window import progress_grid
+from shared.window.machine import CollectionSpec, CollectionWindow
+from shared.window.state import COLLECT, CallActivity, Carried, Failure, Lane, RunOptions
 
 T0 = datetime(2024, 11, 17, tzinfo=UTC)
 

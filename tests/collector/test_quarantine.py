@@ -12,7 +12,7 @@ from activities.manifest import write_manifest
 from shared.audit.normalise import normalise_exchange_row, normalise_graph_record
 from shared.audit.ports import MalformedRecord, RecordPage
 from shared.models import Chunk, ChunkSummary
-from shared.records import Quarantine, quarantine_key
+from shared.records.rules import Quarantine, quarantine_key
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import T0, record
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shared.request_json import MAX_DEPTH, nesting_depth, parse_request_json
-from shared.validation import InvalidRequest
+from http_api.request_json import MAX_DEPTH, nesting_depth, parse_request_json
+from shared.requests.validation import InvalidRequest
 
 
 @pytest.mark.parametrize(

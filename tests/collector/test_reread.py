@@ -146,8 +146,8 @@ def test_a_worker_that_cached_the_earlier_reads_ids_does_not_use_them_for_the_re
     (with late records early in the window, this read's part 1 starts with records of the earlier part 0)."""
     from activities import bodies
     from activities.chunk_parts import ID_CACHE
-    from shared.id_set import IdSet
     from shared.models import ActivityResult
+    from shared.records.id_set import IdSet
     from tests.collector.fakes import FakeSearchApi
 
     def calls(api: FakeSearchApi, sink: MemorySink, stale: IdSet | None = None) -> ChunkSummary:

@@ -14,8 +14,8 @@ from dateutil.parser import parse as dateutil_parse
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from shared import sdk_timestamps
-from shared.sdk_timestamps import InstallOutcome, install, parse_history_timestamp, uninstall
+from shared.hosting import sdk_timestamps
+from shared.hosting.sdk_timestamps import InstallOutcome, install, parse_history_timestamp, uninstall
 from shared.settings import Settings
 
 # The SDK formats datetimes it derives from history (timer fireAt, new_uuid seeds) with this pattern.

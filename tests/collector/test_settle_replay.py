@@ -10,13 +10,13 @@ from typing import Any
 
 from durable_local.model import RuntimeStatus
 from shared.audit.ports import AuditFilters, AuditRecord, TimeWindow
-from shared.latency import AUDIT_LATENCY
 from shared.models import iso, parse_iso
-from shared.planning import ChunkPlan
-from shared.records import parse_record_time
+from shared.records.rules import parse_record_time
 from shared.sinks.memory import MemorySink
-from shared.window import CollectionSpec
-from shared.window_state import RunOptions
+from shared.timeline.latency import AUDIT_LATENCY
+from shared.timeline.planning import ChunkPlan
+from shared.window.machine import CollectionSpec
+from shared.window.state import RunOptions
 from tests.collector.fakes import FakeQueryApi, synthetic
 from tests.collector.replay_driver import NOW, ReplayDriver, orchestrator_handle
 from tests.collector.test_orchestrator_replay import TENANT, collected_ids, graph_activities

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from shared.requests.validation import InvalidRequest, validate_collection_request
 from shared.settings import Settings
-from shared.validation import InvalidRequest, validate_collection_request
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 
@@ -70,7 +70,7 @@ def test_high_completeness_is_an_exchange_option() -> None:
 
 
 def test_high_completeness_round_trips_through_the_request_json() -> None:
-    from shared.validation import CollectionRequest
+    from shared.requests.validation import CollectionRequest
 
     request = validate_collection_request(body(highCompleteness=True), Settings(), NOW)
     assert CollectionRequest.from_json(request.to_json()).high_completeness is True

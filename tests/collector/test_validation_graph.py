@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from shared.requests.validation import InvalidRequest, validate_collection_request
 from shared.settings import Settings
-from shared.validation import InvalidRequest, validate_collection_request
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 SETTINGS = Settings()

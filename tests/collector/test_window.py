@@ -9,11 +9,12 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared import chunk_rules, names
+from shared import names
 from shared.audit.ports import QueryState, QueryStatus
 from shared.models import ActivityError, ActivityResult, Chunk
-from shared.window import CollectionWindow
-from shared.window_state import CallActivity, Carried, RunOptions, Wait
+from shared.window import chunk_rules
+from shared.window.machine import CollectionWindow
+from shared.window.state import CallActivity, Carried, RunOptions, Wait
 from tests.collector.window_sim import PENDING, T0, collected, happy, run, spec, summary_for
 
 

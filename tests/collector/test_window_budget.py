@@ -1,4 +1,4 @@
-"""The window with a tenant budget: lanes ask the real ``shared.budget`` state machine for a slot before any
+"""The window with a tenant budget: lanes ask the real ``shared.budget.machine`` state machine for a slot before any
 server-side work, give it back as they end, and renew all of a collection's slots in one operation per period.
 
 A small simulator plays the orchestrators of several collections of one tenant and the entity between them: steps
@@ -17,12 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import names
-from shared.budget import Budget
-from shared.budget_wire import BudgetRequest
+from shared.budget.machine import Budget
+from shared.budget.wire import BudgetRequest
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary, JsonDict, iso
-from shared.planning import ChunkPlan
-from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import (
+from shared.timeline.planning import ChunkPlan
+from shared.window.machine import CollectionSpec, CollectionWindow
+from shared.window.state import (
     BUDGET,
     RENEW,
     CallActivity,

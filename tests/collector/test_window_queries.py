@@ -11,8 +11,8 @@ import random
 
 from shared import names
 from shared.models import ActivityError, ActivityResult
-from shared.window import CollectionWindow
-from shared.window_state import CallActivity, Carried, RunOptions
+from shared.window.machine import CollectionWindow
+from shared.window.state import CallActivity, Carried, RunOptions
 from tests.collector.window_sim import collected, happy, run, spec
 
 NO_QUERIES = {"deleted": 0, "leftOnService": 0, "deleteUnsupported": 0, "deleteFailed": 0}

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from shared.models import ActivityResult, Chunk, ChunkSummary
-from shared.window import CollectionWindow
-from shared.window_sizing import ExchangeSizing
-from shared.window_state import CallActivity
+from shared.window.machine import CollectionWindow
+from shared.window.sizing import ExchangeSizing
+from shared.window.state import CallActivity
 from tests.collector.window_sim import T0, run, spec
 
 SIZE = 5000
@@ -165,7 +165,7 @@ def test_the_targets_come_from_the_fraction_setting_and_zero_turns_sizing_off() 
     import pytest
 
     from shared.errors import ConfigError
-    from shared.run_options import RunOptions
+    from shared.requests.run_options import RunOptions
     from shared.settings import Settings
 
     options = RunOptions.from_settings(Settings.from_env({}), 3, source="exchange")

@@ -2,7 +2,7 @@
 entity round trip while nobody waits (issue 18.11), in the window (pure) and in the activities.
 
 The window tests feed the entity's answers by hand (as ``orchestrators.collect`` would from ``call_entity``); the
-tenant simulator of ``test_window_budget`` plays whole collections against the real ``shared.budget``.
+tenant simulator of ``test_window_budget`` plays whole collections against the real ``shared.budget.machine``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import pytest
 
 from activities import bodies
 from shared import names
+from shared.budget.slot_deadline import SlotDeadline, check_request
 from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.sinks.memory import MemorySink
-from shared.slot_deadline import SlotDeadline, check_request
-from shared.window import CollectionWindow
-from shared.window_state import BUDGET, CallActivity, CallEntity, Carried, SignalEntity, Wait
+from shared.window.machine import CollectionWindow
+from shared.window.state import BUDGET, CallActivity, CallEntity, Carried, SignalEntity, Wait
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.test_window_budget import LEASE, POLL, T0, Tenant, done, spec
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from shared import names
 from shared.models import ActivityError, ActivityResult, Chunk
-from shared.window import CollectionWindow
-from shared.window_state import CallActivity, Carried, Lane, Step, Wait
+from shared.window.machine import CollectionWindow
+from shared.window.state import CallActivity, Carried, Lane, Step, Wait
 from tests.collector.window_sim import T0, happy, run, spec, summary_for
 
 

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 from shared import names
 from shared.models import ActivityResult, Chunk, ChunkSummary
-from shared.planning import ChunkPlan
-from shared.window import CollectionSpec, CollectionWindow
-from shared.window_state import CallActivity, RunOptions, Step, Wait
+from shared.timeline.planning import ChunkPlan
+from shared.window.machine import CollectionSpec, CollectionWindow
+from shared.window.state import CallActivity, RunOptions, Step, Wait
 
 T0 = datetime(2024, 11, 17, tzinfo=UTC)
 Responder = Callable[[CallActivity, CollectionWindow], ActivityResult]

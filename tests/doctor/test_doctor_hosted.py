@@ -1,4 +1,4 @@
-"""On Azure, doctor's settings probe also checks what a deployment needs (shared.azure_settings.hosted_gaps)."""
+"""On Azure, doctor's settings probe also checks what a deployment needs (shared.hosting.azure_settings.hosted_gaps)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.records import parse_timestamp
+from shared.records.rules import parse_timestamp
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import START, TENANT, body, serve
 

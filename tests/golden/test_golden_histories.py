@@ -15,7 +15,8 @@ import pytest
 
 from durable_local.history import event_type
 from durable_local.model import EventType, RuntimeStatus, TaskMessage
-from durable_local.replay.api import EpisodeInput, run_episode
+from durable_local.replay.api import EpisodeInput
+from durable_local.replay.episode import run_episode
 from tests.engine.replay import orchestrations as o
 from tests.engine.replay.driver import T0, Driver
 

@@ -57,3 +57,13 @@ def test_the_host_warns_at_load(tmp_path: Path, caplog: pytest.LogCaptureFixture
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "'b_recent'" in warnings[0] and "'a_item'" in warnings[0] and "items/recent" in warnings[0]
+
+
+def test_routes_with_disjoint_methods_never_shadow_each_other() -> None:
+    """The host's router constrains a route by its methods: a GET and a POST on one template both answer (a
+    ``follows`` list and a ``follows`` start), whatever the names' order. Only overlapping methods are a conflict."""
+    same = _routes(follows_start="follows", follows_list="follows")
+    assert precedence_conflicts(same, methods={"follows_start": ("POST",), "follows_list": ("GET",)}) == []
+    assert precedence_conflicts(same, methods={"follows_start": ("POST", "GET"), "follows_list": ("GET",)}) == [
+        ("follows_start", "follows_list", "follows")
+    ]

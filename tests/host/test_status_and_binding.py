@@ -16,8 +16,9 @@ from durable_local.host.client_binding import client_binding_json
 from durable_local.host.invoke import AsyncRunner, make_activity
 from durable_local.host.keys import HostKeys, keys_equal
 from durable_local.host.loader import ActivityFunction
+from durable_local.host.query import query_float as _float
 from durable_local.host.status_json import history_payload, status_payload
-from durable_local.host.webhooks import DurableHttpApi, _float
+from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import EventType, RuntimeStatus
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """Synthetic summaries of a large running collection, for measuring the live page's refresh in a browser.
 
 Each summary is what ``GET /api/collections/{id}`` answers (``http_api.service.collection_summary``), with the grid
-computed by the real ``shared.grid_cells.encode`` from a published snapshot: the cursor moves on every step, K
+computed by the real ``http_api.grid_cells.encode`` from a published snapshot: the cursor moves on every step, K
 lanes run behind it, every 97th cell failed, every 211th is incomplete and every 131st is split with one half still
 running or waiting.
 """
@@ -12,11 +12,11 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.grid_cells import Cells, encode
+from http_api.grid_cells import Cells, encode
 from shared.models import iso
-from shared.planning import ChunkPlan
-from shared.window import CollectionSpec
-from shared.window_state import RunOptions
+from shared.timeline.planning import ChunkPlan
+from shared.window.machine import CollectionSpec
+from shared.window.state import RunOptions
 
 ORIGIN = datetime(2024, 6, 1, tzinfo=UTC)
 MINUTE = 60

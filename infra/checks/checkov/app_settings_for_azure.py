@@ -1,7 +1,7 @@
 """checkov policy CKV_UAL_1: the function app's app settings meet what the collector requires on Azure.
 
-The rule is ``shared.azure_settings.hosted_gaps`` (the same the drift test and doctor apply), so a setting dropped
-from ``infra/resources.bicep`` fails the scan. Loaded by ``checkov --external-checks-dir infra/checks/checkov``.
+The rule is ``shared.hosting.azure_settings.hosted_gaps`` (the same the drift test and doctor apply), so a setting
+dropped from ``infra/resources.bicep`` fails the scan. Loaded by ``checkov --external-checks-dir infra/checks/checkov``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from checkov.bicep.checks.resource.base_resource_check import BaseResourceCheck
 from checkov.common.models.enums import CheckCategories, CheckResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from shared.azure_settings import hosted_gaps  # the repository root is on the path only now
+from shared.hosting.azure_settings import hosted_gaps  # the repository root is on the path only now
 
 
 class AppSettingsForAzure(BaseResourceCheck):

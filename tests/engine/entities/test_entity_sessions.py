@@ -4,7 +4,7 @@ serves both."""
 
 from __future__ import annotations
 
-from durable_local.sessions import OrchestrationSessionManager
+from durable_local.sessions.manager import OrchestrationSessionManager
 from durable_local.storage import StoreBundle
 from tests.engine.runtime.conftest import Queues, fast_settings, raised_message, start_message
 

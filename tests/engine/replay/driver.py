@@ -30,7 +30,8 @@ from durable_local.model import (
     SchedulingMode,
     TaskMessage,
 )
-from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings, run_episode
+from durable_local.replay.api import EpisodeInput, EpisodeResult, ReplaySettings
+from durable_local.replay.episode import run_episode
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

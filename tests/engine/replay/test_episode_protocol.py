@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from durable_local.history import event_type, execution_started, task_completed
 from durable_local.model import EventType, FunctionRegistry, RuntimeStatus, TaskMessage
-from durable_local.replay.api import EpisodeInput, ReplaySettings, run_episode
+from durable_local.replay.api import EpisodeInput, ReplaySettings
 from durable_local.replay.context_json import format_timespan
+from durable_local.replay.episode import run_episode
 from tests.engine.replay import orchestrations as o
 from tests.engine.replay.driver import T0, Driver
 

@@ -12,9 +12,9 @@ import pytest
 
 from durable_local import history
 from durable_local.clock import ManualClock
-from durable_local.control_queue import ControlQueue, PendingMessageTracker
 from durable_local.model import TaskMessage
-from durable_local.partitioning import control_queue_name
+from durable_local.sessions.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.sessions.partitioning import control_queue_name
 from durable_local.settings import EngineSettings
 from durable_local.storage import StoreBundle, open_memory_store
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from durable_local.model import InstanceRecord, RuntimeStatus
-from durable_local.sessions import OrchestrationSessionManager
+from durable_local.sessions.manager import OrchestrationSessionManager
 from durable_local.settings import EngineSettings
 from durable_local.storage import StoreBundle
 

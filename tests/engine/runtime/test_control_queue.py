@@ -7,11 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from durable_local.control_queue import ControlQueue, PendingMessageTracker, PollingBackoff
 from durable_local.dispatch.activity import failure_reason
 from durable_local.engine import Engine
 from durable_local.model import FunctionRegistry, SchedulingMode, TaskMessage
 from durable_local.ports import MessageGoneError
+from durable_local.sessions.control_queue import ControlQueue, PendingMessageTracker, PollingBackoff
 from durable_local.settings import EngineSettings
 from durable_local.storage import StoreBundle
 

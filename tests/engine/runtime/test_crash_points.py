@@ -215,7 +215,7 @@ def test_crash_c12_same_message_dequeued_twice_is_processed_once(world: World) -
     for message in first:
         engine.sessions.pending_tracker.try_add(message.message_id, control.queue.name)
     world.clock.advance(timedelta(minutes=6))
-    from durable_local.control_queue import ControlQueue
+    from durable_local.sessions.control_queue import ControlQueue
 
     reader = ControlQueue(
         control.queue,

@@ -18,7 +18,7 @@ from durable_local.faults import CrashPoint, FaultInjector
 from durable_local.history import format_timestamp
 from durable_local.model import EventType, HistoryEvent, RuntimeStatus, TaskMessage
 from durable_local.ports import QueueMessage
-from durable_local.session_types import OrchestrationSession, PendingMessageBatch
+from durable_local.sessions.state import OrchestrationSession, PendingMessageBatch
 
 from .conftest import T0, Queues
 from .world import World

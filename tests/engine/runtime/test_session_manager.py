@@ -297,7 +297,7 @@ def test_dequeue_loop_feeds_sessions_and_resume_listening(store, settings, queue
         assert session is not None and session.instance_id == "i1"
         manager.release_queue(queues.raw.name)
         assert not manager.is_control_queue_receiving_messages(queues.raw.name)
-        from durable_local.control_queue import ControlQueue
+        from durable_local.sessions.control_queue import ControlQueue
 
         fresh = ControlQueue(queues.raw, partition=0, settings=settings, pending=queues.tracker)
         assert manager.resume_listening_if_own_queue(queues.raw.name, fresh) is False

@@ -9,7 +9,7 @@ from datetime import timedelta
 from durable_local import history
 from durable_local.model import EventType
 from durable_local.ports import HistoryBatch, OrchestrationHistory
-from durable_local.sessions import OrchestrationSessionManager
+from durable_local.sessions.manager import OrchestrationSessionManager
 from durable_local.storage import StoreBundle
 
 from .conftest import T0, completed_message, fast_settings, raised_message, wait_until

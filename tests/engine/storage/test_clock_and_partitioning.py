@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from durable_local.clock import ManualClock, SystemClock
-from durable_local.partitioning import (
+from durable_local.sessions.partitioning import (
     DEFAULT_PARTITION_COUNT,
     control_queue_name,
     fnv1a_32,

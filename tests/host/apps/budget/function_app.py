@@ -15,7 +15,7 @@ import azure.functions as func
 
 from orchestrators.budget_entity import bp as budget_entity
 from orchestrators.budget_entity import entity_id
-from shared.budget_wire import BudgetOptions, BudgetRequest
+from shared.budget.wire import BudgetOptions, BudgetRequest
 from shared.models import iso
 
 app = df.DFApp(http_auth_level=func.AuthLevel.ANONYMOUS)

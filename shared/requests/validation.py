@@ -18,8 +18,8 @@ from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
 from shared.names import is_retry_id, is_safe_id
-from shared.planning import chunk_count, smallest_interval_minutes
 from shared.settings import Settings
+from shared.timeline.planning import chunk_count, smallest_interval_minutes
 
 DEFAULT_INTERVAL_MINUTES = 60
 """Chunk length of an Exchange request that names none (Graph: ``Settings.graph_default_interval_minutes``)."""

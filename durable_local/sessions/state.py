@@ -19,7 +19,7 @@ from durable_local.model import EventType, HistoryEvent
 from durable_local.ports import QueueMessage
 
 if TYPE_CHECKING:
-    from durable_local.control_queue import ControlQueue
+    from durable_local.sessions.control_queue import ControlQueue
 
 _RESPONSE_ID_KEYS: dict[EventType, str] = {
     EventType.TASK_COMPLETED: "TaskScheduledId",

@@ -23,15 +23,15 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
-from durable_local.control_queue import ControlQueue, PendingMessageTracker
 from durable_local.entities.ids import is_entity_instance
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.history import event_type, execution_terminated
 from durable_local.model import EventType, InstanceRecord
 from durable_local.ports import Clock, QueueMessage, TrackingStore
-from durable_local.session_dedupe import Verdict, dedupe_verdict
-from durable_local.session_queues import QueueOwnership
-from durable_local.session_types import OrchestrationSession, PendingMessageBatch, SessionStats
+from durable_local.sessions.control_queue import ControlQueue, PendingMessageTracker
+from durable_local.sessions.dedupe import Verdict, dedupe_verdict
+from durable_local.sessions.queue_ownership import QueueOwnership
+from durable_local.sessions.state import OrchestrationSession, PendingMessageBatch, SessionStats
 from durable_local.settings import EngineSettings
 
 _log = logging.getLogger(__name__)

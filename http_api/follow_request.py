@@ -1,10 +1,11 @@
 """Validation of ``POST /api/follows`` bodies: one follower per (tenant, source, filters).
 
 The same rules as a collection request wherever a field is the same (tenant, source, filters, K, characters,
-``highCompleteness``: ``shared.validation``), plus the follower's own: ``startDate`` (optional: by default coverage
-starts at the newest window that has closed the usual delay ago), ``intervalMinutes`` (the window size; it must divide
-a day, so no window crosses midnight and each day's windows form one collection) and ``everyMinutes`` (how often it
-wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started before this passed.
+``highCompleteness``: ``shared.requests.validation``), plus the follower's own: ``startDate`` (optional: by default
+coverage starts at the newest window that has closed the usual delay ago), ``intervalMinutes`` (the window size; it must
+divide a day, so no window crosses midnight and each day's windows form one collection) and ``everyMinutes`` (how often
+it wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started before this
+passed.
 """
 
 from __future__ import annotations
@@ -14,11 +15,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.audit.ports import AuditFilters
-from shared.follow_state import FollowSpec, follow_id
+from shared.follow.state import FollowSpec, follow_id
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
-from shared.run_options import RunOptions
-from shared.settings import Settings
-from shared.validation import (
+from shared.requests.run_options import RunOptions
+from shared.requests.validation import (
     InvalidRequest,
     _date,
     _exchange_tenant,
@@ -28,6 +28,7 @@ from shared.validation import (
     _whole_number,
     checked_body,
 )
+from shared.settings import Settings
 
 MINUTES_PER_DAY = 24 * 60
 _ALLOWED = frozenset(

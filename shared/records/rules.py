@@ -13,7 +13,7 @@ from collections.abc import Container, Iterable
 from datetime import UTC, datetime
 
 from shared.audit.ports import AuditRecord, MalformedRecord, TimeWindow
-from shared.id_set import IdSet
+from shared.records.id_set import IdSet
 
 _CANONICAL = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z").fullmatch
 """Text that ``format_timestamp`` writes (a 4-digit year, fractions without trailing zeros, 'Z')."""
@@ -88,8 +88,8 @@ def trim_to_window(records: Iterable[AuditRecord], window: TimeWindow) -> tuple[
 class Deduplicator(IdSet):
     """Drops records whose ``id`` was already seen by this instance (streaming, page after page).
 
-    Memory: the ids of the chunk being written, in a compact exact set (``shared.id_set``: 21-43 bytes per GUID id,
-    ~40 MB at most for a million records); create one per chunk, not per collection.
+    Memory: the ids of the chunk being written, in a compact exact set (``shared.records.id_set``: 21-43 bytes per GUID
+    id, ~40 MB at most for a million records); create one per chunk, not per collection.
     """
 
     def __init__(self) -> None:

@@ -3,7 +3,7 @@
 A Graph chunk is one audit query submitted to the tenant (a split adds two more). Microsoft documents no daily limit
 for the audit query API, but community guides quote "at least 200 query submissions a day" per tenant
 (``COLLECTOR_GRAPH_DAILY_QUERIES``); a plan above it is answered with a warning and the interval that fits. A range
-that starts before the tenant's guaranteed retention is collected but may be partial (``shared.retention``).
+that starts before the tenant's guaranteed retention is collected but may be partial (``shared.timeline.retention``).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from shared.models import Chunk, JsonDict, iso
-from shared.planning import smallest_interval_minutes
-from shared.retention import cutoff, possibly_partial
 from shared.settings import Settings
+from shared.timeline.planning import smallest_interval_minutes
+from shared.timeline.retention import cutoff, possibly_partial
 
 
 def plan_report(

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.models import Chunk, JsonDict
-from shared.planning import ChunkPlan
-from shared.window_state import RunOptions
+from shared.requests.run_options import RunOptions
+from shared.timeline.planning import ChunkPlan
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Data of the sliding-window state machine: options, carried state, lanes and the steps it asks for.
 
-Kept apart from the machine itself (``shared.window``) so both stay small. Everything round-trips through JSON
+Kept apart from the machine itself (``shared.window.machine``) so both stay small. Everything round-trips through JSON
 because the orchestration input (and the ``continue_as_new`` payload) is JSON: lanes in flight are carried into the
 next execution with their whole state (``Lane.to_json``), including fields this version does not know (``extra``).
 """
@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.budget_slot import Slot
+from shared.budget.slot import Slot
 from shared.models import ActivityError, Chunk, ChunkSummary, JsonDict, iso, parse_iso
-from shared.run_options import RunOptions
-from shared.window_sizing import ExchangeSizing
+from shared.requests.run_options import RunOptions
+from shared.window.sizing import ExchangeSizing
 
 LEARNED_DURATIONS = 8
 """How many recent query running times the expectation is learned from (carried across continue-as-new)."""
@@ -231,7 +231,7 @@ class Carried:
     """Slots taken away from a lane that still had work (a renewal found them gone, or the lane found its lease run
     out and was not granted the same slot again): the lane asked for a slot again before its next request."""
     exchange: ExchangeSizing = field(default_factory=ExchangeSizing)
-    """Exchange: the tenant's density and sessions as learned, and what the calls cost (``shared.window_sizing``)."""
+    """Exchange: the tenant's density and sessions as learned, and what the calls cost (``shared.window.sizing``)."""
     incomplete_notes: list[JsonDict] = field(default_factory=list)
     """Per incomplete window, why (``{"window": label, "reasons": [...]}``), for the output."""
     budget_seen_at: datetime | None = None

@@ -23,7 +23,7 @@ Rules:
   entry (a second lane of it is answered "refused"), and the queue holds at most ``MAX_WAITERS`` collections, so
   the state stays small whatever is sent; a renewal never takes a lapsed slot back (its holder must queue again:
   someone else may be entitled to it), and is counted as ``lost``. Which collection may act on which holder is
-  checked before (``orchestrators.budget_entity``, with ``shared.budget_token``).
+  checked before (``orchestrators.budget_entity``, with ``shared.budget.token``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from shared.budget_wire import MAX_LEASE_SECONDS, BudgetRequest, collection_of
+from shared.budget.wire import MAX_LEASE_SECONDS, BudgetRequest, collection_of
 from shared.models import JsonDict, iso, parse_iso
 
 WAITER_GRACE_SECONDS = 60.0

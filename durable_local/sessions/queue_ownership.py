@@ -1,6 +1,6 @@
 """The session manager's control queues: owning them (the seed's leases), one dequeue loop thread each, draining.
 
-A mixin of ``durable_local.sessions.OrchestrationSessionManager`` (kept apart so both stay small): the manager
+A mixin of ``durable_local.sessions.manager.OrchestrationSessionManager`` (kept apart so both stay small): the manager
 provides the shared state, guarded by its ``_lock``, and what a dequeue loop does with the messages it reads
 (de-duplicate starts, file the rest into pending batches).
 """
@@ -12,13 +12,13 @@ import threading
 import time
 from datetime import timedelta
 
-from durable_local.control_queue import ControlQueue
 from durable_local.faults import CrashPoint, FaultInjector, WorkerKilled
 from durable_local.ports import QueueMessage
-from durable_local.session_types import OrchestrationSession
+from durable_local.sessions.control_queue import ControlQueue
+from durable_local.sessions.state import OrchestrationSession
 from durable_local.settings import EngineSettings
 
-_log = logging.getLogger("durable_local.sessions")
+_log = logging.getLogger("durable_local.sessions.manager")
 
 
 class QueueOwnership:

@@ -1,7 +1,7 @@
 """The chunk grid of the live page, API side: one state per planned cell from what the orchestrator published.
 
 ``encode`` takes the planned cells (from the collection's spec) and a snapshot published by
-``shared.progress_grid`` (custom status while running, the output once ended) and returns the cells' states
+``shared.window.progress_grid`` (custom status while running, the output once ended) and returns the cells' states
 run-length encoded (``"d120r2s1p877"``), with the parts of split cells listed inside their parent.
 
 Cell states: ``d`` done, ``r`` running, ``b`` waiting for budget, ``s`` split (see its parts), ``f`` failed,
@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.models import JsonDict, iso, parse_iso
-from shared.progress_grid import SpecShape, origin_of, seconds
+from shared.window.progress_grid import SpecShape, origin_of, seconds
 
 STATES = {
     "d": "done",

@@ -1,6 +1,6 @@
 """The chunk grid of the live page, orchestrator side: what the window publishes in custom status and output.
 
-The API side (``shared.grid_cells``) turns it into one state per planned cell.
+The API side (``http_api.grid_cells``) turns it into one state per planned cell.
 
 * ``publish`` runs inside the orchestrator (from ``CollectionWindow.status()`` and ``output()``): it turns the
   window's state into small lists of time windows, as offsets in seconds from the collection's origin: the plan
@@ -21,8 +21,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from shared.models import Chunk, JsonDict, iso
-from shared.planning import ChunkPlan
-from shared.window_state import Carried, Failure, Lane
+from shared.timeline.planning import ChunkPlan
+from shared.window.state import Carried, Failure, Lane
 
 BUDGETS = {"failed": 1400, "incomplete": 600, "requeued": 500, "recent": 900}
 """UTF-16 code units each list may take in custom status. Durable Functions limits the whole custom status to 16 KB
@@ -43,7 +43,7 @@ Pair = list[float | int]
 
 
 class SpecShape(Protocol):
-    """What the grid needs of ``shared.window.CollectionSpec`` (kept structural to avoid an import cycle)."""
+    """What the grid needs of ``shared.window.machine.CollectionSpec`` (kept structural to avoid an import cycle)."""
 
     @property
     def plan(self) -> ChunkPlan | None: ...

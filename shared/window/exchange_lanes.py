@@ -1,14 +1,14 @@
 """The window's Exchange lanes: sized before they start, learning from each call, and what their calls cost.
 
-A mixin of ``shared.window.CollectionWindow`` (kept apart so both stay small), pure like it. The learning and the
-pre-split rule are ``shared.window_sizing``; this only wires them into the window's transitions.
+A mixin of ``shared.window.machine.CollectionWindow`` (kept apart so both stay small), pure like it. The learning and
+the pre-split rule are ``shared.window.sizing``; this only wires them into the window's transitions.
 """
 
 from __future__ import annotations
 
-from shared.collection_spec import CollectionSpec
 from shared.models import ActivityResult, Chunk, JsonDict
-from shared.window_state import Carried, Lane, RunOptions
+from shared.requests.collection_spec import CollectionSpec
+from shared.window.state import Carried, Lane, RunOptions
 
 
 class ExchangeLanes:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
 from shared.models import Chunk, JsonDict, iso, parse_iso
-from shared.run_options import RunOptions
+from shared.requests.run_options import RunOptions
 
 DAY = timedelta(days=1)
 FOLLOW_PREFIX = "follow-"

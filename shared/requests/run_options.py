@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.audit.exchange_paging import RESULT_SIZE
-from shared.budget_wire import BudgetOptions
+from shared.budget.wire import BudgetOptions
 from shared.models import JsonDict
 from shared.settings import Settings
 
@@ -45,7 +45,7 @@ class RunOptions:
     older windows are flagged possibly partial. 0 (an input written before it existed): nothing is flagged."""
     exchange_target_records: int = 0
     """Exchange: a chunk expected to hold more records than this is split before its lane starts
-    (``shared.window_sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
+    (``shared.window.sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
     exchange_target_records_continuing: int = 0
     """The same, once the service's sessions are known to continue (a fraction of the session cap)."""
 

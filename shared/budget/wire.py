@@ -1,8 +1,8 @@
 """What crosses the wire to and from the tenant budget entity: its key, holder ids, requests and client options.
 
-The budget itself (``shared.budget``) is a pure state machine; this module only names, validates and (de)serialises.
-Every value here is checked, because the entity key becomes an instance id (``@tenant_budget@<key>``) and a request
-from an orchestration is still input from elsewhere.
+The budget itself (``shared.budget.machine``) is a pure state machine; this module only names, validates and
+(de)serialises. Every value here is checked, because the entity key becomes an instance id (``@tenant_budget@<key>``)
+and a request from an orchestration is still input from elsewhere.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ class BudgetRequest:
     holders: tuple[str, ...] = ()
     """``renew_collection``: the holders (all of ``collection``) whose slots to renew."""
     token: str = ""
-    """The collection's token (``shared.budget_token``), checked by the entity when a secret is configured."""
+    """The collection's token (``shared.budget.token``), checked by the entity when a secret is configured."""
     release: str = ""
     """``acquire``: a holder of the same collection to release first (the lane that just ended)."""
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared import chunk_rules, names, progress_grid
-from shared.collection_spec import CollectionSpec
+from shared import names
 from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
-from shared.window_budget import SERVER_PHASES, BudgetLanes
-from shared.window_exchange import ExchangeLanes
-from shared.window_state import (
+from shared.requests.collection_spec import CollectionSpec
+from shared.window import chunk_rules, progress_grid
+from shared.window.budget_lanes import SERVER_PHASES, BudgetLanes
+from shared.window.exchange_lanes import ExchangeLanes
+from shared.window.state import (
     BUDGET,
     COLLECT,
     DELETE,

@@ -1,6 +1,7 @@
 """The window's side of the tenant budget: lanes take a slot before server-side work and give it back as they end.
 
-A mixin of ``shared.window.CollectionWindow`` (kept apart so both stay small), pure like it: it only returns steps.
+A mixin of ``shared.window.machine.CollectionWindow`` (kept apart so both stay small), pure like it: it only returns
+steps.
 
 * A lane begins in ``BUDGET`` ("waiting for tenant budget") and asks the ``tenant_budget`` entity to ``acquire``
   a slot for its holder id ``<collection>/<lane>``; the answer is a grant or a queue place, in one call. Granted, the
@@ -17,14 +18,14 @@ A mixin of ``shared.window.CollectionWindow`` (kept apart so both stay small), p
 * **Never past its lease.** Each server-side call carries the slot's deadline (its lease end as the entity last said,
   less ``BudgetOptions.margin_seconds``); a lane whose deadline has passed, or whose slot a renewal found gone, asks
   the budget again before its next call, keeping what it did so far (its query, its session cursor). The activity
-  checks the deadline too (``shared.slot_deadline``) and answers ``slot_expired`` instead of calling. A lane that
+  checks the deadline too (``shared.budget.slot_deadline``) and answers ``slot_expired`` instead of calling. A lane that
   does not get the same grant back lost its slot: ``budget.lost`` counts it.
 * One ``renew_collection`` per ``renew_seconds`` (a third of the lease) renews every slot the collection holds: one
   timer and one call per period, whatever K; its answer carries the new lease end.
 * The renewal's due time is carried across continue-as-new, like every lane (holder ids stay the same because lane
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
-* Every operation carries the collection's token (``shared.budget_token``) from the orchestration input.
+* Every operation carries the collection's token (``shared.budget.token``) from the orchestration input.
 
 With a budget of 0 (``RunOptions.budget_capacity``, also what an input written before the budget reads as) none of
 this runs: lanes start in their first server-side phase and nothing is sent to the entity.
@@ -34,10 +35,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from shared.budget_wire import BudgetOptions, BudgetRequest, holder_id
-from shared.collection_spec import CollectionSpec
+from shared.budget.wire import BudgetOptions, BudgetRequest, holder_id
 from shared.models import ActivityError, JsonDict, iso, parse_iso
-from shared.window_state import (
+from shared.requests.collection_spec import CollectionSpec
+from shared.window.state import (
     BUDGET,
     COLLECT,
     POLL,

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
-from shared.follow_state import (
+from shared.follow.state import (
     DAY,
     FollowSpec,
     FollowState,
@@ -29,8 +29,8 @@ from shared.follow_state import (
     day_of,
     day_start,
 )
-from shared.latency import AUDIT_LATENCY
 from shared.models import Chunk, JsonDict, iso
+from shared.timeline.latency import AUDIT_LATENCY
 
 MAX_NEW_WINDOWS = 192
 """New windows one cycle collects at most (catch-up after an outage continues at once in the next cycle)."""

@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from shared.validation import InvalidRequest
+from shared.requests.validation import InvalidRequest
 
 MAX_DEPTH = 32
 
