@@ -20,7 +20,7 @@ import pytest
 
 from shared.hosting.azure_settings import HOST_SETTINGS, HOSTED_REQUIREMENTS, hosted_gaps
 from shared.settings import PLATFORM_SETTINGS, Settings
-from tests.collector.test_names_settings import _RecordingEnv
+from tests.support.recording_env import RecordingEnv
 
 REPO = Path(__file__).resolve().parents[2]
 IAC_PYTHON = REPO / ".venv-iac" / "bin" / "python"
@@ -58,7 +58,7 @@ def _presence(settings: dict[str, Any]) -> dict[str, str]:
 
 
 def _known_names() -> set[str]:
-    env = _RecordingEnv()
+    env = RecordingEnv()
     Settings.from_env(env)
     return env.asked - set(PLATFORM_SETTINGS) | HOST_SETTINGS
 
