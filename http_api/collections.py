@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import uuid
-from urllib.parse import urlsplit
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import cancel, retry_chain, service, view
-from http_api.common import json_answer
+from http_api.common import answer_with_links, config_error_answer, json_answer
 from http_api.tenants import resolver_for
 from shared import names
 from shared.clock import utc_now
@@ -32,19 +31,12 @@ def _new_id() -> str:
 def _respond(
     req: func.HttpRequest, client: df.DurableOrchestrationClient, result: service.ApiResponse
 ) -> func.HttpResponse:
-    body = dict(result.body)
-    if result.instance_id is not None:
-        # Not from req: its URL carries whatever Host header the caller sent, and the SDK would copy that origin into
-        # every management URL (with the system key). The binding's URLs come from the host's configured name
-        # (WEBSITE_HOSTNAME on Azure; the local host's own base), and summaryUri takes the same origin.
-        links = client.get_client_response_links(None, result.instance_id)
-        parts = urlsplit(links["statusQueryGetUri"])
-        body = {**links, **body, "summaryUri": f"{parts.scheme}://{parts.netloc}/api/collections/{result.instance_id}"}
-    return json_answer(result.status, body)
+    del req  # its URL carries the caller's Host header: the links come from the binding (``answer_with_links``)
+    return answer_with_links(client, result, "collections")
 
 
 def _config_error(exc: ConfigError) -> func.HttpResponse:
-    return json_answer(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
+    return config_error_answer(exc)
 
 
 @bp.route(route="collections", methods=["POST"], trigger_arg_name="req")  # type: ignore[untyped-decorator]

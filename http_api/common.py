@@ -6,9 +6,11 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import azure.functions as func
 
+from shared.errors import ConfigError
 from shared.models import JsonDict, iso
 from shared.window.machine import CollectionSpec
 
@@ -50,6 +52,27 @@ JSON_HEADERS = {"X-Content-Type-Options": "nosniff"}
 def json_answer(status: int, body: object) -> func.HttpResponse:
     """A JSON answer of the API (``application/json``, ``nosniff``)."""
     return func.HttpResponse(json.dumps(body), status_code=status, mimetype="application/json", headers=JSON_HEADERS)
+
+
+def answer_with_links(client: Any, result: ApiResponse, summary_route: str) -> func.HttpResponse:
+    """``result`` as JSON; an answer naming an instance also carries its Durable management URLs and ``summaryUri``
+    (``/api/<summary_route>/<id>``).
+
+    Never from the request: its URL carries whatever ``Host`` header the caller sent, and the SDK would copy that
+    origin into every management URL (with the system key). The binding's URLs come from the host's configured name
+    (``WEBSITE_HOSTNAME`` on Azure; the local host's own base), and ``summaryUri`` takes the same origin."""
+    body = dict(result.body)
+    if result.instance_id is not None:
+        links = client.get_client_response_links(None, result.instance_id)
+        parts = urlsplit(links["statusQueryGetUri"])
+        summary = f"{parts.scheme}://{parts.netloc}/api/{summary_route}/{result.instance_id}"
+        body = {**links, **body, "summaryUri": summary}
+    return json_answer(result.status, body)
+
+
+def config_error_answer(exc: ConfigError) -> func.HttpResponse:
+    """A setting the app cannot run with: 500, naming the setting."""
+    return json_answer(500, {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}})
 
 
 def error(status: int, field: str, rule: str, message: str) -> ApiResponse:

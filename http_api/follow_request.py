@@ -22,11 +22,11 @@ from shared.requests.validation import (
     InvalidRequest,
     _date,
     _exchange_tenant,
-    _filters,
     _high_completeness,
     _tenant,
     _whole_number,
     checked_body,
+    source_filters,
 )
 from shared.settings import Settings
 
@@ -144,7 +144,5 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
             "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
         )
     high_completeness = _high_completeness(body.get("highCompleteness", False), source)
-    filters = _filters(body.get("filters"), settings)
-    if source == "exchange" and len(filters.record_types) > 1:
-        raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
+    filters = source_filters(body.get("filters"), source, settings)
     return FollowRequest(tenant_id, source, filters, start, interval, every, concurrency, high_completeness)

@@ -7,14 +7,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 
 import azure.durable_functions as df
 import azure.functions as func
 
 from http_api import follow_service
-from http_api.common import ApiResponse, error
+from http_api.common import ApiResponse, answer_with_links, config_error_answer, error
 from shared import names
 from shared.clock import utc_now
 from shared.errors import ConfigError
@@ -26,17 +25,12 @@ bp = df.Blueprint()
 
 
 def _respond(req: func.HttpRequest, client: df.DurableOrchestrationClient, result: ApiResponse) -> func.HttpResponse:
-    body = dict(result.body)
-    if result.instance_id is not None:
-        links = client.get_client_response_links(req, result.instance_id)
-        base = req.url.split("/api/", 1)[0]
-        body = {**links, **body, "summaryUri": f"{base}/api/follows/{result.instance_id}"}
-    return func.HttpResponse(json.dumps(body), status_code=result.status, mimetype="application/json")
+    del req  # its URL carries the caller's Host header: the links come from the binding (``answer_with_links``)
+    return answer_with_links(client, result, "follows")
 
 
 def _config_error(exc: ConfigError) -> func.HttpResponse:
-    body = {"error": {"field": exc.setting, "rule": "config", "message": str(exc)}}
-    return func.HttpResponse(json.dumps(body), status_code=500, mimetype="application/json")
+    return config_error_answer(exc)
 
 
 def _bad_id(follow: str) -> ApiResponse | None:

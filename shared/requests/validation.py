@@ -187,16 +187,7 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
 
     _exchange_tenant(tenant_id, source)
     high_completeness = _high_completeness(body.get("highCompleteness", False), source)
-    filters = _filters(body.get("filters"), settings)
-    if source == "exchange" and len(filters.record_types) > 1:
-        raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
-    if source == "exchange" and filters.service:
-        raise InvalidRequest(
-            "filters.service",
-            "graph_only",
-            "filters.service is a filter of the graph source only (Search-"
-            "UnifiedAuditLog has no service parameter; use filters.recordTypes)",
-        )
+    filters = source_filters(body.get("filters"), source, settings)
 
     collection_id = body.get("collectionId")
     if collection_id is not None and (not isinstance(collection_id, str) or not is_safe_id(collection_id)):
@@ -370,6 +361,22 @@ def _whole_number(body: JsonDict, name: str, default: int) -> int:
     if isinstance(value, float) and not value.is_integer():
         raise InvalidRequest(name, "whole_number", f"{name} must be a whole number")
     return int(value)
+
+
+def source_filters(raw: Any, source: str, settings: Settings) -> AuditFilters:
+    """The request's ``filters`` as ``source`` can apply them: Search-UnifiedAuditLog takes one record type and has
+    no service parameter, so an Exchange request with either is refused rather than collected unfiltered."""
+    filters = _filters(raw, settings)
+    if source == "exchange" and len(filters.record_types) > 1:
+        raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
+    if source == "exchange" and filters.service:
+        raise InvalidRequest(
+            "filters.service",
+            "graph_only",
+            "filters.service is a filter of the graph source only (Search-"
+            "UnifiedAuditLog has no service parameter; use filters.recordTypes)",
+        )
+    return filters
 
 
 def _filters(value: Any, settings: Settings) -> AuditFilters:

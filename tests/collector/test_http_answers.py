@@ -1,5 +1,6 @@
-"""The collections API's answers: URLs from the host's configured base (never the request's ``Host``), and every JSON
-answer with ``X-Content-Type-Options: nosniff``. Real ``DurableOrchestrationClient`` over the local host's binding."""
+"""The collections and follows APIs' answers: URLs from the host's configured base (never the request's ``Host``), and
+every JSON answer with ``X-Content-Type-Options: nosniff``. Real ``DurableOrchestrationClient`` over the local host's
+binding."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import azure.functions as func
 
 from durable_local.host.client_binding import client_binding_json
 from durable_local.host.keys import HostKeys
-from http_api import collections, doctor, view
+from http_api import collections, doctor, follows, view
 from http_api.common import ApiResponse
 from shared.errors import ConfigError
 
@@ -45,6 +46,16 @@ def test_links_and_summary_uri_come_from_the_configured_base_not_the_request() -
     assert "evil.example" not in response.get_body().decode()
 
 
+def test_a_followers_links_come_from_the_configured_base_not_the_request() -> None:
+    answer = ApiResponse(202, {"followId": "follow-graph-1"}, instance_id="follow-graph-1")
+    response = follows._respond(_request("http://evil.example:666/api/follows"), _client(), answer)
+    body = json.loads(response.get_body())
+    urls = {key: value for key, value in body.items() if isinstance(value, str) and "://" in value}
+    assert urls["summaryUri"] == f"{CONFIGURED}/api/follows/follow-graph-1"
+    assert {key for key, value in urls.items() if not value.startswith(CONFIGURED + "/")} == set()
+    assert "evil.example" not in response.get_body().decode()
+
+
 def _nosniff(response: func.HttpResponse) -> bool:
     return response.mimetype == "application/json" and response.headers.get("X-Content-Type-Options") == "nosniff"
 
@@ -54,6 +65,9 @@ def test_every_json_answer_says_nosniff() -> None:
         collections._respond(_request(FORGED_URL), _client(), ApiResponse(202, {"ok": True}, instance_id="c1")),
         collections._respond(_request(FORGED_URL), _client(), ApiResponse(400, {"error": {}})),
         collections._config_error(ConfigError("AUDIT_CLIENT_ID", "missing")),
+        follows._respond(_request(FORGED_URL), _client(), ApiResponse(202, {"ok": True}, instance_id="follow-x")),
+        follows._respond(_request(FORGED_URL), _client(), ApiResponse(400, {"error": {}})),
+        follows._config_error(ConfigError("AUDIT_CLIENT_ID", "missing")),
         view.collection_page._function.get_user_function()(req=_request("http://127.0.0.1/x", route_id="../etc")),
     ]
     recent = view.collections_list._function.get_user_function()
