@@ -103,6 +103,7 @@ output AZURE_FUNCTION_ID string = resources.outputs.functionAppId
 output AZURE_FUNCTION_URL string = resources.outputs.functionAppUrl
 output AZURE_KEY_VAULT_NAME string = resources.outputs.keyVaultName
 output AUDIT_CERTIFICATE_NAME string = resources.outputs.certificateName
+output COLLECTOR_BUDGET_SECRET_NAME string = resources.outputs.budgetSecretName
 output AUDIT_CLIENT_ID string = auditClientId
 output AUDIT_TENANT string = auditTenant
 output OUTPUT_STORAGE_ACCOUNT_URL string = resources.outputs.outputAccountUrl

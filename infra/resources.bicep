@@ -19,6 +19,7 @@ var functionAppName = 'func-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
 var outputContainerName = 'ual-output'
 var certificateName = 'ual-audit'
+var budgetSecretName = 'collector-budget-secret'
 
 // Built-in role definition ids (https://learn.microsoft.com/azure/role-based-access-control/built-in-roles).
 var roles = {
@@ -29,6 +30,7 @@ var roles = {
   storageBlobDataReader: '2a2b9908-6ea1-4ae2-8e65-a410df84e7d1'
   keyVaultSecretsUser: '4633458b-17de-408a-b874-0445c86b69e6'
   keyVaultCertificatesOfficer: 'a4417e6f-fecd-4de8-b567-7b0420556985'
+  keyVaultSecretsOfficer: 'b86a8fe4-44ce-4948-aee5-eccb2c155cd7'
   monitoringMetricsPublisher: '3913510d-42f4-4e42-8a64-420c390055eb'
 }
 
@@ -290,6 +292,9 @@ resource appSettings 'Microsoft.Web/sites/config@2024-04-01' = {
     TASKHUB_NAME: taskHubName
     AUDIT_CLIENT_ID: auditClientId
     AUDIT_CERTIFICATE: '@Microsoft.KeyVault(VaultName=${vault.name};SecretName=${certificateName})'
+    // The tenant budget's key (docs/budget.md): made once by the postprovision hook, never rotated under running
+    // collections (the budget entity checks each collection's token with the current key).
+    COLLECTOR_BUDGET_SECRET: '@Microsoft.KeyVault(VaultName=${vault.name};SecretName=${budgetSecretName})'
     OUTPUT_STORAGE_ACCOUNT_URL: outputStorage.properties.primaryEndpoints.blob
     OUTPUT_CONTAINER: outputContainerName
     COLLECTOR_DEFAULT_SOURCE: defaultSource
@@ -366,12 +371,23 @@ resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' =
   }
 }
 
-// The person deploying: creates the certificate (postprovision hook) and reads what the collector wrote.
+// The person deploying: creates the certificate and the budget key (postprovision hook) and reads what the collector
+// wrote.
 resource deployerCertificates 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
   name: guid(vault.id, principalId, roles.keyVaultCertificatesOfficer)
   scope: vault
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.keyVaultCertificatesOfficer)
+    principalId: principalId
+    principalType: principalType
+  }
+}
+
+resource deployerSecrets 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
+  name: guid(vault.id, principalId, roles.keyVaultSecretsOfficer)
+  scope: vault
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.keyVaultSecretsOfficer)
     principalId: principalId
     principalType: principalType
   }
@@ -392,5 +408,6 @@ output functionAppId string = functionApp.id
 output functionAppUrl string = 'https://${functionApp.properties.defaultHostName}'
 output keyVaultName string = vault.name
 output certificateName string = certificateName
+output budgetSecretName string = budgetSecretName
 output outputAccountUrl string = outputStorage.properties.primaryEndpoints.blob
 output applicationInsightsName string = applicationInsights.name

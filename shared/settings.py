@@ -327,11 +327,11 @@ class _Reader:
 
     def optional(self, name: str) -> str | None:
         value = self._env.get(name, "").strip()
-        return value or None
+        return _resolved(name, value) or None
 
     def password(self, name: str) -> str | None:
         """A password is taken as given (spaces are characters of it); empty means none."""
-        return self._env.get(name) or None
+        return _resolved(name, self._env.get(name) or "") or None
 
     def secret(self, name: str, min_chars: int) -> str | None:
         value = self.optional(name)
@@ -388,3 +388,18 @@ class _Reader:
         if not low <= value <= high:  # type: ignore[operator]
             raise ConfigError(name, f"must be between {low:g} and {high:g}")
         return value
+
+
+_KEY_VAULT_REFERENCE = "@microsoft.keyvault("
+
+
+def _resolved(name: str, value: str) -> str:
+    """``value``, unless it is a Key Vault reference App Service could not resolve: it then hands the app the reference
+    text itself (no access yet, no such secret), which must not become a key or a credential."""
+    if value.strip().lower().startswith(_KEY_VAULT_REFERENCE):
+        raise ConfigError(
+            name,
+            "is an unresolved Key Vault reference: give the app's identity Key Vault Secrets User on the vault and "
+            "check that the secret exists (the portal's Environment variables page shows each reference's status)",
+        )
+    return value

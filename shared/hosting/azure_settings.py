@@ -31,6 +31,11 @@ HOSTED_REQUIREMENTS = (
     ),
     Requirement(("TASKHUB_NAME",), "host.json's hubName is %TASKHUB_NAME%"),
     Requirement(
+        ("COLLECTOR_BUDGET_SECRET",),
+        "the key that ties tenant budget operations to their collection (a Key Vault reference; without it anyone "
+        "holding the system key can act for any collection on the tenant budget)",
+    ),
+    Requirement(
         ("AzureWebJobsStorage", "AzureWebJobsStorage__accountName", "AzureWebJobsStorage__blobServiceUri"),
         "the task hub's storage (identity-based: __accountName or the three service URIs)",
     ),

@@ -123,3 +123,14 @@ def test_the_parse_and_the_scan_fail_when_a_required_setting_is_removed(tmp_path
     assert "FAILED for resource: Microsoft.Web/sites/config.appSettings" in done.stdout  # the scan
     assert 'CKV_UAL_1: "Ensure the function app sets every app setting' in done.stdout
     assert "Failed checks: 1," in done.stdout
+
+
+def test_the_budget_secret_is_a_key_vault_secret_the_hook_makes_once() -> None:
+    """COLLECTOR_BUDGET_SECRET ties budget operations to their collection; the entity checks tokens with the current
+    secret, so it must never change under running collections: the hook creates it only when the vault lacks it."""
+    value = _app_settings()["COLLECTOR_BUDGET_SECRET"]
+    assert isinstance(value, str) and value.startswith("@Microsoft.KeyVault(") and "SecretName=" in value
+    hook = (REPO / "infra" / "hooks" / "postprovision.sh").read_text(encoding="utf-8")
+    show = hook.index('az keyvault secret show --vault-name "$vault" --name "$budget_secret"')
+    assert show < hook.index('az keyvault secret set --vault-name "$vault" --name "$budget_secret"')
+    assert "--value" not in hook[show:]  # the value never appears on a command line

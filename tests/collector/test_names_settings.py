@@ -122,3 +122,13 @@ def test_a_summary_name_gives_back_its_window_even_with_microseconds() -> None:
         assert names.summary_window(name) == (start, end)
     chunk = names.chunk_object_name("t.example.com", "c1", start, start + timedelta(hours=1))
     assert names.summary_window(chunk) is None and names.summary_window(names.quarantine_object_name(chunk)) is None
+
+
+@pytest.mark.parametrize("setting", ["COLLECTOR_BUDGET_SECRET", "AUDIT_CERTIFICATE", "AUDIT_CLIENT_SECRET"])
+def test_an_unresolved_key_vault_reference_is_named_not_used(setting: str) -> None:
+    """App Service hands the reference text itself to the app when it cannot resolve it (no access yet, no such
+    secret): used as a secret it would be a key everyone can read in the template, or a certificate that fails later."""
+    reference = "@Microsoft.KeyVault(VaultName=kv-abc;SecretName=collector-budget-secret)"
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"AUDIT_CLIENT_ID": "app", setting: reference})
+    assert caught.value.setting == setting and "Key Vault reference" in str(caught.value)

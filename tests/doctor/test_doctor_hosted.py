@@ -15,6 +15,7 @@ DEPLOYED = {
     "AzureWebJobsStorage__accountName": "st",
     "PYTHON_THREADPOOL_THREAD_COUNT": "20",
     "APPLICATIONINSIGHTS_CONNECTION_STRING": "InstrumentationKey=x",
+    "COLLECTOR_BUDGET_SECRET": "k" * 64,
 }
 
 
