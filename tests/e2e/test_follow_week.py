@@ -119,6 +119,8 @@ def test_a_follower_covers_a_week_of_late_records_through_a_kill_and_an_hour_of_
             advance_to_idle(follower, JUMP)
         # an hour in which the service refuses every call (a window closes in it): the follower pauses, then goes on
         closes = frontier(start, clock.now()) + timedelta(minutes=INTERVAL + DELAY)  # the next window is due then
+        if closes - timedelta(minutes=30) <= clock.now():  # due within 30 minutes (by the time of day the test began)
+            closes += timedelta(minutes=INTERVAL)  # the next one, so the refusals begin before a window closes
         advance_to_idle(follower, closes - timedelta(minutes=30) - clock.now())
         emulator.faults.deny_graph_methods = frozenset({"GET", "POST"})
         clock.advance(HOUR)
