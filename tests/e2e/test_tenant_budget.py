@@ -186,7 +186,7 @@ def test_terminating_a_collection_that_holds_slots_frees_them_within_the_lease(
         start_collection(host, "patient", hours(10, 2), k=2)
         wait_state(host, lambda s: holders(s.get("waiters", [])) == ["patient/0"])
         assert host.summary("patient")["budget"]["state"] == "waiting for tenant budget"
-        held_until = max(parse_iso(x["until"]) for x in budget_state(host)["leases"])
+        first_expiry = min(parse_iso(x["until"]) for x in budget_state(host)["leases"])  # renewals only extend
         terminated_at = datetime.now(UTC)
         assert host.post_path(f"{WEBHOOKS}/instances/holder/terminate?reason=analyst").status_code == 202
         wait_terminated(host, "holder")
@@ -197,7 +197,10 @@ def test_terminating_a_collection_that_holds_slots_frees_them_within_the_lease(
         patient = host.wait("patient")
         final = budget_state(host)
     since = next(parse_iso(x["since"]) for x in granted["leases"] if x["holder"] == "patient/0")
-    assert since >= held_until  # never two holders: the slots came back only when their leases ran out
+    # A slot came back only when a lease ran out (the first of the two: the patient needs one), and never more than B
+    # holders at once. Comparing with the later lease failed by 0.8 ms when the two ran out a moment apart.
+    assert since >= first_expiry
+    assert len(granted["leases"]) <= 2, granted
     assert since - terminated_at < timedelta(seconds=2 * lease)  # within the lease (+ a poll and some slack)
     assert patient["status"] == "Completed"
     assert_exact(host, emulator, ["patient"], hours(10, 2))
