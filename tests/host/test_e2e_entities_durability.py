@@ -1,10 +1,16 @@
 """kill -9 the host while orchestrations call an entity; a new host on the same SQLite store finishes them.
 
 What survives: every orchestration completes, every answer it got is one the entity really gave (strictly
-increasing per caller, each value given to one caller only), and the entity's state is exactly the number of
-operations, except that a request sent by an orchestration episode whose checkpoint the kill prevented is sent
-again with a new id by the retried episode, so each caller can add at most one extra (at-least-once, like an
-activity). Messages the dead host had taken reappear after the visibility timeout (``--visibility-timeout``).
+increasing per caller), and the entity's state is exactly the number of operations, except that a request sent by an
+orchestration episode whose checkpoint the kill prevented is sent again with a new id by the retried episode, so each
+caller can add at most one extra (at-least-once, like an activity). Messages the dead host had taken reappear after
+the visibility timeout (``--visibility-timeout``).
+
+A value is given to one caller only, except for the entity batch the kill interrupted: DTFx commits a work item's
+outbound messages before its checkpoint, so that batch's answers may already have been sent when it runs again from
+the last checkpoint, and a request the dead host had not taken is visible before the ones it had (hidden until their
+visibility timeout), so the re-run may apply them in another order and give an already-sent value to another caller.
+Each caller has at most one request in that batch (its calls are sequential), so at most ``CALLERS`` values repeat.
 """
 
 from __future__ import annotations
@@ -49,7 +55,7 @@ def test_kill_9_while_entities_are_called_then_restart_completes_everything(
         got = final["output"]
         assert len(got) == CALLS and got == sorted(set(got)), got  # each caller saw its own adds in order
         answers += got
-    assert len(set(answers)) == len(answers)  # no value was answered to two callers
+    assert len(answers) - len(set(answers)) <= CALLERS  # only the interrupted batch's answers can repeat
     state = _entity(second)
     assert state is not None and CALLERS * CALLS <= state <= CALLERS * CALLS + CALLERS
     assert max(answers) <= state
