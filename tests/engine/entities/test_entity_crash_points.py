@@ -139,6 +139,7 @@ def test_entity_c5_redelivered_requests_of_an_orchestration_are_dropped_but_a_cl
     assert world.finish(b, instance_id) == [1, 2]
     assert world.pump_until(lambda: b.stats()["pending_messages"] == 0 and b.stats()["active_sessions"] == 0)
     assert world.tally("c5") == 2  # the redelivered request was recognised by the sorter
+    b.stop(drain_timeout=1)  # alive, it could own the client entity's queue and run the signal with no fault armed
 
     faults = FaultInjector()
     faults.arm(CrashPoint.C5_AFTER_INSTANCE_UPDATE, when=lambda c: _is_entity(c["instance_id"]))
