@@ -16,7 +16,6 @@ timeout. What each point must (and must not) guarantee:
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +28,7 @@ from durable_local.faults import CrashPoint, FaultInjector
 from durable_local.model import RuntimeStatus
 from durable_local.storage import StoreBundle, open_memory_store
 from tests.engine.runtime.conftest import T0, client_input, fast_settings, wait_until
+from tests.engine.runtime.world import pump_until
 
 from .apps import Recorder
 
@@ -49,16 +49,7 @@ class World:
         return engine
 
     def pump_until(self, done: Callable[[], bool], *, step: float = 20.0, limit: int = 2000) -> bool:
-        for _ in range(limit):
-            if done():
-                return True
-            time.sleep(0.002)
-            quiet = wait_until(lambda: all(e.is_quiet() for e in self.engines if e.is_running), timeout=5)
-            if done():
-                return True
-            if quiet:  # advancing past a busy engine's visibility timeout would hand its work out twice
-                self.clock.advance(step)
-        return done()
+        return pump_until(self.engines, self.clock, done, step=step, limit=limit)
 
     def finish(self, engine: Engine, instance_id: str) -> Any:
         def terminal() -> bool:

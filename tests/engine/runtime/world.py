@@ -21,6 +21,27 @@ from .apps import Activities
 from .conftest import T0, fast_settings, wait_until
 
 
+def pump_until(
+    engines: list[Engine], clock: ManualClock, done: Callable[[], bool], *, step: float = 20.0, limit: int = 2000
+) -> bool:
+    """Advance ``clock`` by ``step`` seconds at a time (letting the engines run between) until ``done``.
+
+    Time moves only once every running engine is quiet (or after 5 s of real time, so a wedged state
+    still progresses): advancing while work is merely slow (a loaded CI machine) would expire the
+    visibility timeouts of messages still being processed and run activities twice.
+    """
+    for _ in range(limit):
+        if done():
+            return True
+        time.sleep(0.002)
+        quiet = wait_until(lambda: all(e.is_quiet() for e in engines if e.is_running), timeout=5)
+        if done():
+            return True
+        if quiet:  # advancing past a busy engine's visibility timeout would hand its work out twice
+            clock.advance(step)
+    return done()
+
+
 class World:
     """One store and clock shared by successive workers."""
 
@@ -46,22 +67,7 @@ class World:
         return engine
 
     def pump_until(self, done: Callable[[], bool], *, step: float = 20.0, limit: int = 2000) -> bool:
-        """Advance the clock by ``step`` seconds at a time (letting the engine run between) until ``done``.
-
-        Time moves only once every running engine is quiet (or after 5 s of real time, so a wedged state
-        still progresses): advancing while work is merely slow (a loaded CI machine) would expire the
-        visibility timeouts of messages still being processed and run activities twice.
-        """
-        for _ in range(limit):
-            if done():
-                return True
-            time.sleep(0.002)
-            quiet = wait_until(lambda: all(e.is_quiet() for e in self.engines if e.is_running), timeout=5)
-            if done():
-                return True
-            if quiet:  # advancing past a busy engine's visibility timeout would hand its work out twice
-                self.clock.advance(step)
-        return done()
+        return pump_until(self.engines, self.clock, done, step=step, limit=limit)
 
     def finish(self, engine: Engine, instance_id: str) -> tuple[RuntimeStatus, Any]:
         def terminal() -> bool:
