@@ -74,7 +74,8 @@ class FeedApi:
         self.settings = settings
         self._ingestion = ingestion
         self._now = now
-        self._monotonic = monotonic
+        self.monotonic = monotonic
+        """The real clock the per-minute budgets count on (a test may replace it)."""
         self.stats = FeedStats()
         self.index = BlobIndex()
         self._lock = threading.Lock()
@@ -179,7 +180,7 @@ class FeedApi:
         key, budget = (tenant_id, "publisher"), settings.requests_per_minute
         if not publisher:
             key, budget = ("*", "shared"), settings.shared_pool_requests_per_minute
-        moment = self._monotonic()
+        moment = self.monotonic()
         with self._lock:
             if not publisher:
                 self.stats.without_publisher[tenant_id] += 1
