@@ -225,12 +225,13 @@ def test_af429_as_a_403_without_retry_after_and_internal_errors_are_retried() ->
     assert parse_qs(urlsplit(server.requests[0].path).query) == {"PublisherIdentifier": [TENANT]}
 
 
-def test_af429_that_never_ends_gives_up_as_a_transient_error() -> None:
+def test_af429_is_throttling_not_a_forbidden_answer_and_gives_up_only_after_every_attempt() -> None:
     throttled = Reply(403, {"error": {"code": "AF429", "message": "Too many requests."}})
-    with scripted_server(replies(throttled)) as server:
-        client = client_for(server.base_url, max_attempts=3)
-        with pytest.raises(TransientApiError):
-            client.list_subscriptions()
+    with scripted_server(replies(*[throttled] * 4, Reply(200, []))) as server:
+        # a plain 403 is retried at most transient_403_attempts times; AF429 as often as any throttling
+        assert client_for(server.base_url, max_attempts=6, transient_403_attempts=1).list_subscriptions() == []
+    with scripted_server(replies(throttled)) as server, pytest.raises(TransientApiError):
+        client_for(server.base_url, max_attempts=3).list_subscriptions()
     assert len(server.requests) == 3
 
 
