@@ -200,15 +200,23 @@ class FeedApi:
     def _start(self, tenant_id: str, content_type: str) -> Reply:
         if content_type not in CONTENT_TYPES:
             return self._error(400, "AF20020", "The specified content type is not valid.")
+        now = self._now()
+        cooldown = timedelta(seconds=self.settings.start_cooldown_seconds)
         with self._lock:
             found = self._subscriptions.get((tenant_id, content_type))
             enabled = found is not None and found.status == "enabled"
             conflict = enabled and self.settings.restart_conflict
-            if not enabled:  # a new subscription, or a disabled one started again: content from now on
-                self._subscriptions[(tenant_id, content_type)] = Subscription(content_type, "enabled", self._now())
+            too_soon = not conflict and found is not None and now < found.started + cooldown
+            if not (enabled or too_soon):  # a new subscription, or a disabled one started again: content from now on
+                self._subscriptions[(tenant_id, content_type)] = Subscription(content_type, "enabled", now)
                 self.stats.subscriptions_started[tenant_id] += 1
         if conflict:
             return self._error(400, "AF20024", "The subscription is already enabled. No property change.")
+        if too_soon:
+            text = f"Too many requests. Method=StartSubscription, PublisherId={tenant_id}"
+            return self._error(
+                self.settings.throttle_status, "AF429", text, retry_after=self.settings.throttle_retry_after
+            )
         return Reply(200, {"contentType": content_type, "status": "enabled", "webhook": None})
 
     def _stop(self, tenant_id: str, content_type: str) -> Reply:

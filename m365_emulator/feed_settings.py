@@ -42,7 +42,7 @@ class FeedSettings:
     """Content descriptors per listing page; more follow through the ``NextPageUri`` header."""
     next_page_header: str = "NextPageUri"
     """The header naming the next page: ``NextPageUri`` (the reference) or ``NextPageUrl`` (the troubleshooting
-    article and the Azure Sentinel connector)."""
+    article's spelling)."""
     max_list_span_seconds: float = DAY_SECONDS
     """Longest ``endTime - startTime`` a listing accepts."""
     list_span_inclusive: bool = False
@@ -67,6 +67,10 @@ class FeedSettings:
     """HTTP status of an AF429 answer: 403 (the troubleshooting article's example) or 429."""
     throttle_retry_after: int | None = None
     """``Retry-After`` sent with AF429 (None: no header, as a public client measured on the wire)."""
+    start_cooldown_seconds: float = 900.0
+    """Starting a content type's subscription again within this long of its last start answers AF429 (the
+    reference: "a waiting period of 15 minutes is required before another request can be made"; taken per content
+    type, since clients start several content types in a row)."""
     restart_conflict: bool = True
     """Starting an already enabled subscription answers 400 AF20024 (seen on the wire by a public client); False:
     200 as for a new one."""
@@ -100,6 +104,7 @@ class FeedSettings:
             "extra_delay_max_seconds",
             "content_retention_seconds",
             "shared_pool_requests_per_minute",
+            "start_cooldown_seconds",
         )
         for name in nonnegative:
             if getattr(self, name) < 0:

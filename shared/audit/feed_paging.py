@@ -6,9 +6,9 @@
 * Bounds are sent as ``YYYY-MM-DDTHH:MM:SS`` (UTC), a form the reference lists; a window's bounds are widened to
   whole seconds (a blob listed twice is listed once, by its id).
 * The next page is named by a response header: ``NextPageUri`` in the reference, ``NextPageUrl`` in its
-  troubleshooting article (and in the Azure Sentinel connector): both are read. The link carries the window and a
-  page token, not the ``PublisherIdentifier``, which is added again. The bearer token goes wherever a link points,
-  so a next-page link or a ``contentUri`` is followed only on the configured host.
+  troubleshooting article: both are read. The link carries the window and a page token, not the
+  ``PublisherIdentifier``, which is added again. The bearer token goes wherever a link points, so a next-page link
+  or a ``contentUri`` is followed only on the configured host.
 """
 
 from __future__ import annotations

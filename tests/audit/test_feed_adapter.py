@@ -11,7 +11,7 @@ import pytest
 from shared.audit.feed import ActivityFeedClient
 from shared.audit.feed_errors import FeedSubscriptionError, FeedWindowError
 from shared.audit.ports import FeedSubscription, TimeWindow
-from shared.errors import MissingPermissionError, RequestValidationError
+from shared.errors import MissingPermissionError, RequestValidationError, TransientApiError
 from tests.audit.conftest import DOMAIN, TENANT
 from tests.audit.feed_support import DAY, HOUR, NOW, FeedEmu, feed_emulator
 
@@ -50,9 +50,20 @@ def test_a_disabled_subscription_is_started_again(feed: FeedEmu) -> None:
     client = feed.client()
     client.ensure_subscriptions(["Audit.Exchange"])
     feed.emu.feed.disable_subscription(TENANT, "Audit.Exchange")
+    feed.clock.move(timedelta(minutes=15))  # the service wants 15 minutes between two starts of a subscription
 
     assert client.ensure_subscriptions(["Audit.Exchange"])[0].enabled
     assert feed.emu.feed.stats.subscriptions_started[TENANT] == 2
+
+
+def test_starting_again_within_the_cooldown_gives_up_as_transient(feed: FeedEmu) -> None:
+    client = feed.client(max_attempts=3)
+    client.ensure_subscriptions(["Audit.Exchange"])
+    feed.emu.feed.disable_subscription(TENANT, "Audit.Exchange")
+
+    with pytest.raises(TransientApiError):
+        client.ensure_subscriptions(["Audit.Exchange"])
+    assert feed.emu.feed.stats.errors["AF429"] == 3
 
 
 def test_an_unknown_content_type_is_refused_before_any_call(feed: FeedEmu) -> None:

@@ -7,6 +7,7 @@ Content is listed and fetched only under an enabled subscription of its content 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -42,6 +43,9 @@ def test_start_list_stop_and_start_again(feed: Feed) -> None:
     assert (stopped.status_code, error_code(stopped)) == (400, "AF20023")
     assert feed.call("GET", "subscriptions/list").json()[0]["status"] == "disabled"
 
+    too_soon = feed.start("Audit.SharePoint")
+    assert (too_soon.status_code, error_code(too_soon)) == (403, "AF429")  # 15 minutes between starts
+    feed.clock.move(timedelta(minutes=15))
     assert feed.start("Audit.SharePoint").status_code == 200  # a disabled subscription starts again
     assert feed.listing("Audit.SharePoint", NOW - HOUR, NOW).status_code == 200
 
@@ -54,6 +58,7 @@ def test_starting_an_enabled_subscription_is_af20024_unless_the_knob_says_otherw
     assert feed.emu.feed.stats.subscriptions_started[TENANT] == 1
 
     feed.emu.config.feed.restart_conflict = False
+    feed.clock.move(timedelta(minutes=15))
     assert feed.start().status_code == 200
 
 
@@ -109,3 +114,11 @@ def test_a_publisher_identifier_that_is_not_a_guid_is_af20002(feed: Feed) -> Non
 
     assert (answer.status_code, error_code(answer)) == (400, "AF20002")
     assert feed.call("GET", "subscriptions/list", publisher=PUBLISHER).status_code == 200
+
+
+def test_the_start_cooldown_is_per_content_type_and_a_knob(feed: Feed) -> None:
+    assert [feed.start(kind).status_code for kind in ("Audit.Exchange", "Audit.General", "DLP.All")] == [200] * 3
+    feed.call("POST", "subscriptions/stop", contentType="Audit.Exchange")
+
+    feed.emu.config.feed.start_cooldown_seconds = 0.0
+    assert feed.start("Audit.Exchange").status_code == 200
