@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 
+from m365_emulator import EmulatorConfig
 from tests.emulator.feed_helpers import HOUR, NOW, PUBLISHER, Feed, error_code, feed_emulator
 from tests.emulator.helpers import GRAPH_SCOPE, TENANT, session_for
 
@@ -122,3 +123,18 @@ def test_the_start_cooldown_is_per_content_type_and_a_knob(feed: Feed) -> None:
 
     feed.emu.config.feed.start_cooldown_seconds = 0.0
     assert feed.start("Audit.Exchange").status_code == 200
+
+
+def test_the_json_config_sets_the_feed_knobs_and_an_app_s_feed_roles() -> None:
+    config = EmulatorConfig.from_json(
+        {
+            "tenants": [{"tenant_id": TENANT}],
+            "apps": [{"tenant_id": TENANT, "client_id": "c", "client_secret": "s", "feed_permissions": []}],
+            "feed": {"list_page_size": 3, "throttle_status": 429},
+        }
+    )
+
+    assert (config.feed.list_page_size, config.feed.throttle_status) == (3, 429)
+    assert config.apps[0].feed_permissions == ()
+    with pytest.raises(ValueError, match="throttle_status"):
+        EmulatorConfig.from_json({"feed": {"throttle_status": 500}})
