@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         f"authority         {emulator.authority_host}/{tenant}   (msal: instance_discovery=False)",
         f"graph_base_url    {emulator.graph_base_url}",
         f"exchange_base_url {emulator.exchange_base_url}",
+        f"feed_base_url     {emulator.feed_base_url}",
         f"ca_bundle         {emulator.ca_bundle}",
         f"tenant_id         {tenant}",
         f"client_id         {DEMO_CLIENT}",

@@ -25,11 +25,17 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from m365_emulator.config import EXCHANGE_PERMISSION, EXCHANGE_SCOPE_RESOURCE, GRAPH_SCOPE_RESOURCE, AppRegistration
+from m365_emulator.config import (
+    EXCHANGE_PERMISSION,
+    EXCHANGE_SCOPE_RESOURCE,
+    GRAPH_SCOPE_RESOURCE,
+    MANAGE_SCOPE_RESOURCE,
+    AppRegistration,
+)
 from m365_emulator.wire import Reply
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
-RESOURCES = (GRAPH_SCOPE_RESOURCE, EXCHANGE_SCOPE_RESOURCE)
+RESOURCES = (GRAPH_SCOPE_RESOURCE, EXCHANGE_SCOPE_RESOURCE, MANAGE_SCOPE_RESOURCE)
 _CERT_BLOCK = re.compile(rb"-----BEGIN CERTIFICATE-----.+?-----END CERTIFICATE-----", re.S)
 
 
@@ -109,6 +115,8 @@ class TokenService:
         roles: tuple[str, ...]
         if resource == GRAPH_SCOPE_RESOURCE:
             roles = tuple(app.graph_permissions)
+        elif resource == MANAGE_SCOPE_RESOURCE:
+            roles = tuple(app.feed_permissions)
         else:
             roles = (EXCHANGE_PERMISSION,) if app.exchange_manage_as_app else ()
         token = self._mint(app, resource, roles)

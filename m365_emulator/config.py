@@ -11,10 +11,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from m365_emulator.feed_settings import FeedSettings
 from m365_emulator.ingestion import IngestionSettings
 
 GRAPH_SCOPE_RESOURCE = "https://graph.microsoft.com"
 EXCHANGE_SCOPE_RESOURCE = "https://outlook.office365.com"
+MANAGE_SCOPE_RESOURCE = "https://manage.office.com"
+"""The Office 365 Management APIs' token audience (the Management Activity API, ``m365_emulator.feed_api``)."""
+FEED_PERMISSION = "ActivityFeed.Read"
 GRAPH_FULL_PERMISSION = "AuditLogsQuery.Read.All"
 GRAPH_PERMISSIONS = frozenset(
     {
@@ -108,6 +112,9 @@ class AppRegistration:
     exchange_manage_as_app: bool = True
     exchange_role: bool = True
     """True when the app's service principal holds an Exchange role that can run Search-UnifiedAuditLog."""
+    feed_permissions: tuple[str, ...] = (FEED_PERMISSION,)
+    """Roles of the app's Office 365 Management APIs tokens (the Management Activity API needs ``ActivityFeed.Read``;
+    ``()`` is the "permission missing" failure)."""
 
 
 @dataclass
@@ -270,6 +277,8 @@ class EmulatorConfig:
     faults: FaultConfig = field(default_factory=FaultConfig)
     ingestion: IngestionSettings = field(default_factory=IngestionSettings)
     """When records become searchable (late records); ``IngestionSettings.immediate()`` for at once."""
+    feed: FeedSettings = field(default_factory=FeedSettings)
+    """The Office 365 Management Activity API (``m365_emulator.feed_settings``)."""
     token_lifetime_seconds: int = 3599
     host: str = "127.0.0.1"
     port: int = 0
@@ -292,8 +301,9 @@ class EmulatorConfig:
         apps = []
         for raw in data.get("apps", []):
             app = dict(raw)
-            if "graph_permissions" in app:
-                app["graph_permissions"] = tuple(app["graph_permissions"])
+            for key in ("graph_permissions", "feed_permissions"):
+                if key in app:
+                    app[key] = tuple(app[key])
             apps.append(AppRegistration(**app))
         faults = dict(data.get("faults", {}))
         for key in ("malformed_record_ids", "apis", "deny_graph_methods"):
@@ -307,6 +317,7 @@ class EmulatorConfig:
             exchange=ExchangeSettings(**data.get("exchange", {})),
             faults=FaultConfig(**faults),
             ingestion=IngestionSettings(**data.get("ingestion", {})),
+            feed=FeedSettings(**data.get("feed", {})),
             token_lifetime_seconds=int(data.get("token_lifetime_seconds", 3599)),
             host=str(data.get("host", "127.0.0.1")),
             port=int(data.get("port", 0)),

@@ -16,6 +16,7 @@ from typing import Any
 from m365_emulator.auth import TokenService, aad_error
 from m365_emulator.config import AppRegistration, EmulatorConfig, FaultConfig, TenantSpec
 from m365_emulator.exchange_api import ExchangeApi
+from m365_emulator.feed_api import FeedApi
 from m365_emulator.graph_api import GraphApi
 from m365_emulator.ingestion import Visibility
 from m365_emulator.server import TlsServer
@@ -50,6 +51,8 @@ class Emulator:
         self.exchange = ExchangeApi(
             self._tenants, config.exchange, self._injector, self.stats, visibility=self._visibility
         )
+        self.feed = FeedApi(self._tenants, config.feed, lambda: self.config.ingestion, self.now)
+        """The Management Activity API: its subscriptions, blobs, ground truth (``feed.ground_truth_ids``), stats."""
         for app in config.apps:
             self.register_app(app)
         self._server: TlsServer | None = None
@@ -97,6 +100,11 @@ class Emulator:
     @property
     def exchange_base_url(self) -> str:
         return f"{self.base_url}/exchange"
+
+    @property
+    def feed_base_url(self) -> str:
+        """The Management Activity API's base (``manage.office.com``'s stand-in): ``{it}/api/v1.0/{tenant}/...``."""
+        return f"{self.base_url}/manage"
 
     # -- knobs ----------------------------------------------------------------------------------------------------
 
@@ -237,7 +245,9 @@ class Emulator:
         key = (tenant_id, api)
         self.stats.bump(self.stats.requests, key)
         app = self._apps.get((tenant_id, claims.client_id.casefold()))
-        if api == "exchange":
+        if api == "feed":
+            denied = self.feed.authorize(request, tenant_id, claims.roles, parts)
+        elif api == "exchange":
             if len(parts) != 4 or parts[:2] != ["adminapi", "beta"] or parts[3] != "InvokeCommand":
                 return api_error(404, "NotFound", f"No endpoint for {request.path}.", request=request)
             if request.method != "POST":
@@ -256,6 +266,8 @@ class Emulator:
         fault = self._injector.draw(api)
         if fault is not None:
             return self._fault_reply(fault.status, fault.retry_after, fault.kind, key, request)
+        if api == "feed":
+            return self.feed.handle(request, tenant_id, parts)
         if api == "exchange":
             return self.exchange.handle(request, tenant_id)
         return self.graph.handle(request, tenant_id, parts, claims.roles)

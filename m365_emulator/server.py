@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from m365_emulator.config import EXCHANGE_SCOPE_RESOURCE, GRAPH_SCOPE_RESOURCE
+from m365_emulator.config import EXCHANGE_SCOPE_RESOURCE, GRAPH_SCOPE_RESOURCE, MANAGE_SCOPE_RESOURCE
 from m365_emulator.wire import Reply, Request, api_error
 
 _orjson: Any
@@ -115,6 +115,8 @@ def route(emu: Emulator, request: Request) -> tuple[Reply, str]:
         return emu.call_api(request, "graph", GRAPH_SCOPE_RESOURCE, parts[1:]), _ODATA
     if parts[:1] == ["exchange"]:
         return emu.call_api(request, "exchange", EXCHANGE_SCOPE_RESOURCE, parts[1:]), _ODATA
+    if parts[:1] == ["manage"]:
+        return emu.call_api(request, "feed", MANAGE_SCOPE_RESOURCE, parts[1:]), _JSON
     if parts[:3] == ["common", "discovery", "instance"]:
         return _instance_discovery(request), _JSON
     if len(parts) >= 2:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from shared.audit.config import is_tenant_guid
 from shared.budget.token import collection_token
 from shared.budget.wire import BudgetOptions
 from shared.errors import ConfigError
@@ -41,6 +42,8 @@ class AuditSettings:
     max_retry_wait_seconds: float = 120.0
     transient_403_attempts: int = 3
     exchange_session_cap: int = 50_000
+    feed_base_url: str = "https://manage.office.com"
+    feed_publisher_id: str | None = None
 
     def config_kwargs(self, tenant_id: str) -> dict[str, Any]:
         """Keyword arguments for ``shared.audit.config.AuditApiConfig`` for one tenant."""
@@ -63,6 +66,8 @@ class AuditSettings:
             "max_retry_wait_seconds": self.max_retry_wait_seconds,
             "transient_403_attempts": self.transient_403_attempts,
             "exchange_session_cap": self.exchange_session_cap,
+            "feed_base_url": self.feed_base_url,
+            "feed_publisher_id": self.feed_publisher_id,
         }
 
 
@@ -215,6 +220,8 @@ class Settings:
             exchange_session_cap=reader.number(
                 "AUDIT_EXCHANGE_SESSION_CAP", a.exchange_session_cap, int, 1, a.exchange_session_cap
             ),
+            feed_base_url=reader.url("AUDIT_FEED_BASE_URL", a.feed_base_url),
+            feed_publisher_id=reader.guid("AUDIT_FEED_PUBLISHER_ID"),
         )
         settings = cls(
             audit=audit,
@@ -328,6 +335,13 @@ class _Reader:
     def optional(self, name: str) -> str | None:
         value = self._env.get(name, "").strip()
         return _resolved(name, value) or None
+
+    def guid(self, name: str) -> str | None:
+        """An optional directory (tenant) id in its 36-character form."""
+        value = self.optional(name)
+        if value is not None and not is_tenant_guid(value):
+            raise ConfigError(name, "must be a tenant GUID such as 72f988bf-86f1-41af-91ab-2d7cd011db47")
+        return value
 
     def password(self, name: str) -> str | None:
         """A password is taken as given (spaces are characters of it); empty means none."""

@@ -1,4 +1,5 @@
-"""Audit API adapters: Microsoft Graph audit log queries and Exchange ``Search-UnifiedAuditLog``.
+"""Audit API adapters: Microsoft Graph audit log queries, Exchange ``Search-UnifiedAuditLog`` and the Office 365
+Management Activity API (the feed).
 
 Callers depend on the ports (:mod:`shared.audit.ports`) and build concrete clients here. The only code that calls
 an audit API; ``docs/architecture.md`` says how to add another source.
@@ -9,7 +10,7 @@ May import: shared, shared.budget, shared.records.
 from __future__ import annotations
 
 from shared.audit.config import AuditApiConfig
-from shared.audit.ports import AuditQueryApi, AuditSearchApi
+from shared.audit.ports import ActivityFeedApi, AuditQueryApi, AuditSearchApi
 
 
 def build_query_api(config: AuditApiConfig) -> AuditQueryApi:
@@ -26,4 +27,11 @@ def build_search_api(config: AuditApiConfig) -> AuditSearchApi:
     return ExchangeAuditClient(config, session_cap=config.exchange_session_cap)
 
 
-__all__ = ["AuditApiConfig", "build_query_api", "build_search_api"]
+def build_feed_api(config: AuditApiConfig) -> ActivityFeedApi:
+    """The Office 365 Management Activity API client for ``config``."""
+    from shared.audit.feed import ActivityFeedClient
+
+    return ActivityFeedClient(config)
+
+
+__all__ = ["AuditApiConfig", "build_feed_api", "build_query_api", "build_search_api"]

@@ -113,6 +113,10 @@ class AuditApiConfig:
     transient_403_attempts: int = 3
     exchange_session_cap: int = 50_000
     """Records one ReturnLargeSet session can page (the service's 50,000; lower only to test splitting)."""
+    feed_base_url: str = "https://manage.office.com"
+    """The Office 365 Management Activity API's host for the tenant's cloud (``shared.audit.feed_cloud``)."""
+    feed_publisher_id: str | None = None
+    """``PublisherIdentifier`` sent with every feed call (the publisher's tenant GUID; None: the collected tenant's)."""
 
     def __post_init__(self) -> None:
         tenant = self.tenant_id.strip() if isinstance(self.tenant_id, str) else ""
@@ -130,6 +134,9 @@ class AuditApiConfig:
         _check_url("authority_host", self.authority_host)
         _check_url("graph_base_url", self.graph_base_url)
         _check_url("exchange_base_url", self.exchange_base_url)
+        _check_url("feed_base_url", self.feed_base_url)
+        if self.feed_publisher_id is not None and not _is_guid(self.feed_publisher_id):
+            raise ConfigError("feed_publisher_id", "must be a tenant GUID (the publisher's directory id)")
         if self.graph_api_version not in GRAPH_API_VERSIONS:
             raise ConfigError("graph_api_version", f"must be one of {sorted(GRAPH_API_VERSIONS)}")
         if not self.http_timeout_seconds > 0:
@@ -162,3 +169,8 @@ class AuditApiConfig:
     @property
     def exchange_root(self) -> str:
         return self.exchange_base_url.rstrip("/")
+
+    @property
+    def feed_root(self) -> str:
+        """``https://manage.office.com`` (no trailing slash); the API is under ``/api/v1.0/{tenant GUID}``."""
+        return self.feed_base_url.rstrip("/")

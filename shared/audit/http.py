@@ -46,6 +46,7 @@ from shared.budget.slot_deadline import check_request
 from shared.errors import (
     AuditingDisabledError,
     AuthenticationError,
+    CollectorError,
     MissingPermissionError,
     PermanentApiError,
     RoutingError,
@@ -69,6 +70,20 @@ class AmbiguousResponseError(TransientApiError):
     """A call that must not be sent twice may or may not have been applied (``resend_if_ambiguous=False``)."""
 
 
+ErrorReader = Callable[[int, ErrorBody], Problem | CollectorError | None]
+"""An API's own reading of an error answer (status, body): a problem class (``Problem.TRANSIENT`` retries it), a
+permanent error to raise as it is, or None to let the body's markers and the status decide (the Management Activity
+API's ``AF…`` codes)."""
+
+
+@dataclass(frozen=True)
+class JsonAnswer:
+    """A 2xx answer of :meth:`AuditHttpClient.request_value`: any JSON value (None for no body) and the headers."""
+
+    body: Any
+    headers: Mapping[str, str]
+
+
 @dataclass
 class _Call:
     """One logical API call across its attempts."""
@@ -83,6 +98,11 @@ class _Call:
     recover: Callable[[], dict[str, Any] | None] | None = None
     resend_if_ambiguous: bool = True
     failed_if: Callable[[dict[str, Any]], str | None] | None = None
+    any_json: bool = False
+    """A 2xx body may be any JSON value (an array), not only an object."""
+    read_error: ErrorReader | None = None
+    headers_seen: Mapping[str, str] | None = None
+    """The 2xx answer's headers (set by ``_interpret``)."""
     ambiguous: bool = False
     """The last attempt may have been applied by the server (5xx or no answer): call ``recover`` before resending."""
 
@@ -236,6 +256,25 @@ class AuditHttpClient:
             resend_if_ambiguous=resend_if_ambiguous,
             failed_if=failed_if,
         )
+        result = self._run(call)
+        return result if isinstance(result, dict) else None
+
+    def request_value(
+        self,
+        method: str,
+        url: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        read_error: ErrorReader | None = None,
+    ) -> JsonAnswer:
+        """A call (safe to send again) whose 2xx body may be any JSON value, answered with its headers; same retry
+        policy as :meth:`request_json`. ``read_error`` reads an error answer first (an API's own error codes)."""
+        call = _Call(method, url, None, params, {}, False, any_json=True, read_error=read_error)
+        body = self._run(call)
+        return JsonAnswer(body, call.headers_seen or {})
+
+    def _run(self, call: _Call) -> Any:
+        method = call.method
         retrying = tenacity.Retrying(
             stop=tenacity.stop_after_attempt(self._config.max_attempts),
             wait=self._wait,
@@ -272,7 +311,7 @@ class AuditHttpClient:
             call.ambiguous = True
             raise _RetryableError(f"{type(exc).__name__} calling {self._api.name}") from None
 
-    def _attempt(self, call: _Call) -> dict[str, Any] | None:
+    def _attempt(self, call: _Call) -> Any:
         if call.ambiguous and call.recover is not None:
             found = call.recover()
             if found is not None:
@@ -292,7 +331,7 @@ class AuditHttpClient:
                 response = self._send(call)
                 if response.status_code == 401:
                     body = _error_body(response)
-                    if classify(body) is Problem.PERMISSION:
+                    if self._problem(call, 401, body) is Problem.PERMISSION:
                         raise self._missing_permission(body, 401)
                     raise AuthenticationError(
                         f"{self._api.name} rejected a fresh token (401 {body.code} {body.message}); check client_id, "
@@ -316,6 +355,17 @@ class AuditHttpClient:
             )
         return exc
 
+    @staticmethod
+    def _problem(call: _Call, status: int, body: ErrorBody) -> Problem | None:
+        """What kind of problem an error answer is: the call's own reader first (it may raise), then the markers
+        (not for a 429, which is throttling whatever it says)."""
+        read = call.read_error(status, body) if call.read_error is not None else None
+        if isinstance(read, CollectorError):
+            raise read
+        if read is not None:
+            return read
+        return classify(body) if status != 429 else None
+
     def _missing_permission(self, body: ErrorBody, status: int) -> MissingPermissionError:
         return MissingPermissionError(
             f"{self._api.name} denied access ({body.code or status}: {body.message}): the app needs "
@@ -324,7 +374,7 @@ class AuditHttpClient:
             status=status,
         )
 
-    def _interpret(self, response: requests.Response, call: _Call) -> dict[str, Any] | None:
+    def _interpret(self, response: requests.Response, call: _Call) -> Any:
         method = call.method
         status = response.status_code
         if 200 <= status < 300:
@@ -337,11 +387,12 @@ class AuditHttpClient:
                 call.ambiguous = True
                 error = _RetryableError(f"{self._api.name} returned an unreadable JSON body", status=status)
                 raise self._unless_unsafe(call, error) from None
-            if not isinstance(body, dict):
+            call.headers_seen = response.headers
+            if not isinstance(body, dict) and not call.any_json:
                 call.ambiguous = True
                 error = _RetryableError(f"{self._api.name} returned JSON that is not an object", status=status)
                 raise self._unless_unsafe(call, error)
-            failed = call.failed_if(body) if call.failed_if is not None else None
+            failed = call.failed_if(body) if call.failed_if is not None and isinstance(body, dict) else None
             if failed is not None:
                 call.ambiguous = True  # the work may have been done (or partly): only a safe call is sent again
                 raise self._unless_unsafe(call, _RetryableError(f"{self._api.name}: {failed}", status=status))
@@ -350,7 +401,7 @@ class AuditHttpClient:
         detail = f"{status} {error_body.code}: {error_body.message}".strip()
         if status == 404 and call.not_found_ok:
             return None
-        problem = classify(error_body) if status != 429 else None
+        problem = self._problem(call, status, error_body)
         if problem is Problem.AUDITING_DISABLED:
             raise AuditingDisabledError(
                 f"{self._api.name} {method} refused: unified auditing is turned off in the tenant ({detail})",

@@ -10,12 +10,15 @@ Two shapes exist in Microsoft 365:
 Both yield records normalised to the Graph ``auditLogRecord`` shape (``id``, ``createdDateTime``,
 ``auditLogRecordType``, ``operation``, ``userPrincipalName``, ..., ``auditData`` as an object), page by page,
 so nothing holds a whole window in memory. Errors are the ``shared.errors`` tree.
+
+A third shape, ``ActivityFeedApi`` (the Office 365 Management Activity API), is a feed rather than a search: content
+blobs listed by when they were published, per subscribed content type.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -147,4 +150,67 @@ class AuditSearchApi(Protocol):
         ``SessionBrokenError`` when the rows do not continue the session, and ``AmbiguousResponseError`` when the
         call's outcome is unknown. ``high_completeness`` asks for completeness over speed (``-HighCompleteness``).
         """
+        ...
+
+
+FEED_CONTENT_TYPES = ("Audit.AzureActiveDirectory", "Audit.Exchange", "Audit.SharePoint", "Audit.General", "DLP.All")
+"""The Office 365 Management Activity API's content types: Entra, Exchange, SharePoint and OneDrive, every other
+workload (``Audit.General``: Teams and the rest), DLP events."""
+
+
+@dataclass(frozen=True, slots=True)
+class FeedSubscription:
+    """A tenant's subscription to one content type, as the feed lists it."""
+
+    content_type: str
+    status: str
+    """``enabled`` or ``disabled`` (the service's words)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.status.lower() == "enabled"
+
+
+@dataclass(frozen=True, slots=True)
+class FeedContent:
+    """One content blob the feed lists: where it is, and when it was published and stops being retrievable.
+
+    ``created`` (``contentCreated``) is when the blob became available, not when its records happened: a blob holds
+    records of any earlier time, in any order, and a record may come again in a later blob.
+    """
+
+    content_type: str
+    content_id: str
+    content_uri: str
+    created: datetime
+    expiration: datetime
+
+
+class ActivityFeedApi(Protocol):
+    """The Office 365 Management Activity API of one tenant: a feed of content blobs per subscribed content type.
+
+    Records are listed by when they were *published*, never by when they happened: a source reads a publication
+    window and keeps the records of the event window it wants (``shared.audit.feed_reading``). Errors are the
+    ``shared.errors`` tree, with the feed's own in ``shared.audit.feed_errors``.
+    """
+
+    def list_subscriptions(self) -> list[FeedSubscription]: ...
+
+    def ensure_subscriptions(self, content_types: Sequence[str]) -> list[FeedSubscription]:
+        """Starts each content type's subscription unless it is enabled already; returns them as they now stand.
+
+        A subscription started now lists only content published from now on (the service may take hours to list
+        the first). Raises ``FeedSubscriptionError`` when one cannot be enabled.
+        """
+        ...
+
+    def list_content(self, content_type: str, published: TimeWindow) -> Iterator[FeedContent]:
+        """The blobs of a content type created in ``published`` (start inclusive, end exclusive), oldest first,
+        every page followed. Raises ``FeedWindowError`` when the window starts more than 7 days back, and
+        ``FeedSubscriptionError`` when the content type has no enabled subscription."""
+        ...
+
+    def fetch(self, content: FeedContent) -> RecordPage:
+        """One blob's records, normalised like every source's (its repeats of other blobs' records included).
+        Raises ``FeedContentExpiredError`` once the blob has expired."""
         ...
