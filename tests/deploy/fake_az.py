@@ -196,7 +196,8 @@ def rest(state: dict[str, Any], options: dict[str, Any]) -> Any:
         return {"value": assignments}
     if state["tenant"].get("operator_may_grant", True) is False:
         raise ExitError(1, GRAPH_FORBIDDEN)
-    body = json.loads(options["--body"])
+    raw = options["--body"]
+    body = json.loads(Path(raw[1:]).read_text("utf-8") if raw.startswith("@") else raw)  # az reads @file
     assignments.append({"id": f"a{len(assignments)}", **body})
     return assignments[-1]
 
