@@ -39,6 +39,9 @@ for name, output in json.load(open(sys.argv[1])).items():
 PY
 )"
 export AZURE_ENV_NAME="$env_name"
+# What azd keeps in its environment besides the outputs: the hook refuses to write unless az is still this account.
+AZURE_SUBSCRIPTION_ID=$(az account show --query id -o tsv)
+export AZURE_SUBSCRIPTION_ID AZURE_PRINCIPAL_ID="$principal"
 
 bash infra/hooks/postprovision.sh
 

@@ -38,7 +38,8 @@ $out = Join-Path '.azure' $envName
 New-Item -ItemType Directory -Force -Path $out | Out-Null
 
 # Invoke-Az ARGS...: runs az; Kind is ok, notfound (exit code 3: azure-cli's ResourceNotFoundError, an HTTP 404),
-# forbidden (403) or error (anything else: a network error, a wrong argument, a vault in another state).
+# forbidden (403 from roles), closed (403 from the vault's network rules) or error (anything else: a network error,
+# a wrong argument, a vault in another state).
 function Invoke-Az {
     $errFile = [System.IO.Path]::GetTempFileName()
     $saved = $ErrorActionPreference
@@ -55,6 +56,7 @@ function Invoke-Az {
     $kind = 'error'
     if ($code -eq 0) { $kind = 'ok' }
     elseif ($code -eq 3) { $kind = 'notfound' }
+    elseif ($err -match 'ForbiddenByConnection|ForbiddenByFirewall|Public network access is disabled') { $kind = 'closed' }
     elseif ($err -match 'Forbidden|AuthorizationFailed|status code 403|\(403\)') { $kind = 'forbidden' }
     $text = (@($lines) | ForEach-Object { "$_" }) -join "`n"
     return [pscustomobject]@{ Kind = $kind; Out = $text.Trim(); Err = $err }
@@ -86,6 +88,13 @@ function Invoke-AzPatient {
             $attempt += 1
             Start-Sleep -Seconds $pause
             continue
+        }
+        if ($r.Kind -eq 'closed') {
+            Stop-Hook ("${what}: the vault refuses this machine's network (vnetEnabled closes it to public networks), " +
+                "so nothing was written. Run the hook from a machine in the virtual network, or open the vault to your " +
+                "address for the time: az keyvault update -n $vault --public-network-access Enabled --default-action " +
+                "Deny; az keyvault network-rule add -n $vault --ip-address <your public IP>; then azd hooks run " +
+                "postprovision (docs/deploy.md). Azure said: $(Get-FirstLine $r.Err)")
         }
         $hint = ''
         if ($r.Err -match 'deleted but recoverable') {

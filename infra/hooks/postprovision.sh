@@ -33,8 +33,8 @@ out=".azure/${AZURE_ENV_NAME:-deploy}"
 mkdir -p "$out"
 
 # az_call ARGS...: runs az, keeps its output in AZ_OUT, its error text in AZ_ERR and its outcome in AZ_KIND:
-# ok, notfound (exit code 3: azure-cli's ResourceNotFoundError, an HTTP 404), forbidden (403) or error (anything
-# else: a network error, a wrong argument, a vault in another state).
+# ok, notfound (exit code 3: azure-cli's ResourceNotFoundError, an HTTP 404), forbidden (403 from roles), closed (403
+# from the vault's network rules) or error (anything else: a network error, a wrong argument, a vault in another state).
 az_call() {
   local err rc
   err=$(mktemp)
@@ -48,6 +48,8 @@ az_call() {
     AZ_KIND=ok
   elif [ "$rc" = 3 ]; then
     AZ_KIND=notfound
+  elif printf '%s' "$AZ_ERR" | grep -qiE 'ForbiddenByConnection|ForbiddenByFirewall|Public network access is disabled'; then
+    AZ_KIND=closed  # a 403 from the vault's network rules, not from roles: waiting does not help
   elif printf '%s' "$AZ_ERR" | grep -qiE 'Forbidden|AuthorizationFailed|status code 403|\(403\)'; then
     AZ_KIND=forbidden
   else
@@ -75,6 +77,12 @@ Run azd provision again later. Azure said: $(first_line "$AZ_ERR")"
         echo "  $what: not permitted yet (a new role assignment takes a few minutes to apply); trying again in ${pause} s ($attempt/$attempts)"
         attempt=$((attempt + 1))
         sleep "$pause"
+        ;;
+      closed)
+        die "$what: the vault refuses this machine's network (vnetEnabled closes it to public networks), so nothing \
+was written. Run the hook from a machine in the virtual network, or open the vault to your address for the time: \
+az keyvault update -n $vault --public-network-access Enabled --default-action Deny; az keyvault network-rule add \
+-n $vault --ip-address <your public IP>; then azd hooks run postprovision (docs/deploy.md). Azure said: $(first_line "$AZ_ERR")"
         ;;
       *)
         local hint=""

@@ -4,10 +4,11 @@ It answers the commands ``infra/hooks/postprovision.*`` and ``scripts/tenant-set
 exit code 0 with the output, 3 with ``ERROR: (…NotFound) …`` for an HTTP 404 (azure-cli's ``ResourceNotFoundError``;
 ``azure/cli/core/util.py`` ``handle_exception``), 1 with ``ERROR: (Forbidden) …`` for a 403, 1 with a connection
 error text for a network failure. The state (``FAKE_AZ_STATE``) holds the account, the vault's certificates and
-secrets (with a version count, so a test sees whether anything was written), the tenant's apps, service principals and
-app role assignments, and ``script``: per command (``"keyvault certificate show"``), a list of answers given first,
-one per call (``"forbidden"``, ``"notfound"``, ``"network"``, ``"ok"``: the state's answer). Every call is logged in
-the state's ``calls``. ``--query`` takes the small JMESPath subset the scripts use; an unknown one fails loudly.
+secrets (with a version count, so a test sees whether anything was written), the tenant's apps, service principals
+and app role assignments, and ``script``: per command (``"keyvault certificate show"``), a list of answers given
+first, one per call: ``"forbidden"`` (a role not applied yet), ``"closed"`` (a vault closed to public networks),
+``"notfound"``, ``"network"`` or ``"ok"`` (the state's answer). Every call is logged in the state's ``calls``.
+``--query`` takes the small JMESPath subset the scripts use; an unknown one fails loudly.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ NETWORK = (
     "ERROR: HTTPSConnectionPool(host='kv-test.vault.azure.net', port=443): Max retries exceeded with url: "
     '/certificates/ual-audit/?api-version=7.4 (Caused by NameResolutionError("<urllib3.connection.HTTPSConnection '
     "object at 0x7f>: Failed to resolve 'kv-test.vault.azure.net' ([Errno -3] Temporary failure in name resolution)\"))"
+)
+CLOSED = (
+    "ERROR: (Forbidden) Public network access is disabled and request is not from a trusted service nor via an "
+    'approved private link.\nCode: Forbidden\nInner error: {\n    "code": "ForbiddenByConnection"\n}'
 )
 GRAPH_FORBIDDEN = (
     'ERROR: Forbidden({"error":{"code":"Authorization_RequestDenied","message":"Insufficient privileges to '
@@ -213,6 +218,8 @@ def main() -> int:
         step = scripted.pop(0) if scripted else "ok"
         if step == "forbidden":
             raise ExitError(1, GRAPH_FORBIDDEN if command.startswith("ad ") else FORBIDDEN)
+        if step == "closed":
+            raise ExitError(1, CLOSED)
         if step == "network":
             raise ExitError(1, NETWORK)
         if step == "notfound":

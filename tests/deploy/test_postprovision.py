@@ -120,6 +120,16 @@ def test_a_network_error_on_the_budget_key_keeps_the_running_collections_key(scr
 
 
 @pytest.mark.parametrize("shell", SHELLS)
+def test_a_vault_closed_to_this_network_stops_at_once_and_says_how_to_reach_it(script_world: World, shell: str) -> None:
+    """vnetEnabled closes the vault to public networks: its 403 is not a role still propagating, so no waiting."""
+    run = _hook(script_world, shell, _state(cert=True, secret=True, script={"keyvault certificate show": ["closed"]}))
+    assert run.code == 1
+    assert len(run.calls("keyvault certificate show")) == 1
+    assert run.calls("keyvault certificate create") == [] and run.calls("keyvault secret set") == []
+    assert "refuses this machine's network" in run.stderr and "az keyvault network-rule add" in run.stderr
+
+
+@pytest.mark.parametrize("shell", SHELLS)
 def test_a_403_on_create_is_retried_and_creates_once(script_world: World, shell: str) -> None:
     run = _hook(script_world, shell, _state(secret=True, script={"keyvault certificate create": ["forbidden"]}))
     assert run.code == 0, run.output
