@@ -108,6 +108,12 @@ class AppRegistration:
     exchange_manage_as_app: bool = True
     exchange_role: bool = True
     """True when the app's service principal holds an Exchange role that can run Search-UnifiedAuditLog."""
+    service_principal: bool = True
+    """False: the registration has no service principal in the tenant (an app made with ``az ad app create``): the
+    token endpoint answers 401 ``invalid_client`` AADSTS7000229 (``m365_emulator/tenant_steps.py``)."""
+    admin_consent: bool = True
+    """False: its application permissions were requested but never granted (no admin consent, no appRoleAssignment):
+    tokens are issued without a ``roles`` claim, so Graph answers 403 and Exchange 403 (``tenant_steps.py``)."""
 
 
 @dataclass
