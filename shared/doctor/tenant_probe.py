@@ -41,8 +41,9 @@ class TokenOutcome:
     roles: tuple[str, ...] | None
 
 
-def _setup_command(client_id: str, source: str) -> str:
-    return f"bash scripts/tenant-setup.sh --app-id {client_id} --source {source} (or scripts/tenant-setup.ps1)"
+def _setup_command(client_id: str, source: str, cert: str = "") -> str:
+    option = f" --cert {cert}" if cert else ""
+    return f"bash scripts/tenant-setup.sh --app-id {client_id}{option} --source {source} (or scripts/tenant-setup.ps1)"
 
 
 def _sign_in_step(outcome: TokenOutcome, client_id: str, tenant: str, source: str) -> ProbeResult | None:
@@ -66,10 +67,11 @@ def _sign_in_step(outcome: TokenOutcome, client_id: str, tenant: str, source: st
     if code in _CREDENTIAL_CODES:
         kind = _CREDENTIAL_CODES[code]
         if kind == "certificate":
+            pem = ".azure/<environment>/ual-audit.pem"
             fix = (
                 f"upload the certificate the app signs with to the registration: az ad app credential reset --id "
-                f"{client_id} --cert @.azure/<environment>/ual-audit.pem --append (the postprovision hook wrote the "
-                f"file; {setup} --cert <file> uploads it)"
+                f"{client_id} --cert @{pem} --append (the postprovision hook wrote the file), or "
+                f"{_setup_command(client_id, source, pem)}, which makes the remaining steps too"
             )
         else:
             fix = "put the secret's value (not its id), still valid, in AUDIT_CLIENT_SECRET's Key Vault secret"
