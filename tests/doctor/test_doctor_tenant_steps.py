@@ -5,10 +5,14 @@ scripts/tenant-setup.sh and an Exchange administrator would), each doctor run na
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import json
 import uuid
 from pathlib import Path
 
 import pytest
+import requests
 
 from m365_emulator import Emulator
 from m365_emulator.tenant_steps import TenantSteps, cli_made_app
@@ -113,3 +117,37 @@ def test_an_unknown_app_is_named_as_the_registration(knobs: Emulator, tmp_path: 
     outcome, detail, fix = _tenant(_doctor(knobs, str(uuid.uuid4()), b64(pfx(key, cert)), tmp_path, "graph"))
     assert outcome == "failed" and detail.startswith("app registration:") and "AADSTS700016" in detail
     assert "AUDIT_CLIENT_ID" in fix
+
+
+def test_the_token_endpoint_answers_each_missing_step_as_entra_does(knobs: Emulator) -> None:
+    """The raw answers the probe reads (m365_emulator/README.md, "Tenant steps", cites each)."""
+    client = str(uuid.uuid4())
+    secret = "tenant-steps-Secret~1"
+    steps = TenantSteps(knobs, cli_made_app(TENANT, client))
+    steps.app = dataclasses.replace(steps.app, client_secret=secret)
+    steps.emulator.register_app(steps.app)
+    url = f"{knobs.authority_host}/{TENANT}/oauth2/v2.0/token"
+    form = {"grant_type": "client_credentials", "client_id": client, "client_secret": secret,
+            "scope": "https://graph.microsoft.com/.default"}  # fmt: skip
+
+    missing = requests.post(url, data=form, verify=knobs.ca_bundle, timeout=10)
+    assert missing.status_code == 401 and missing.json()["error"] == "invalid_client"
+    assert missing.json()["error_codes"] == [7000229]
+    assert (
+        f"The client application {client} is missing service principal in the tenant"
+        in (missing.json()["error_description"])
+    )
+
+    steps.create_service_principal()
+    unconsented = requests.post(url, data=form, verify=knobs.ca_bundle, timeout=10)
+    assert unconsented.status_code == 200
+    payload = unconsented.json()["access_token"].split(".")[1]
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    assert "roles" not in claims  # Entra leaves the claim out when nothing is granted
+
+    steps.grant_admin_consent()
+    granted = requests.post(url, data=form, verify=knobs.ca_bundle, timeout=10).json()["access_token"]
+    payload = granted.split(".")[1]
+    assert json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["roles"] == [
+        "AuditLogsQuery.Read.All"
+    ]
