@@ -54,6 +54,20 @@ param instanceMemoryMB int = 2048
 @description('Most Flex Consumption instances the app scales out to.')
 param maximumInstanceCount int = 40
 
+@minValue(0)
+@maxValue(20)
+@description('Always-ready instances of the Flex Consumption `durable` group (orchestrators, activities, entities). Microsoft\'s Durable-on-Flex guidance: 1, so timers, collections and budget signals do not stall after scale to zero; 0 lets the app scale to zero (billed less, slower to resume).')
+param durableAlwaysReady int = 1
+
+@description('Production switch: put the storage accounts and Key Vault behind private endpoints in a virtual network the app joins, with their public network access off. Off by default so a first deployment works from any machine: the postprovision hook then writes to the vault from yours (with it on, run the hook from inside the network: docs/deploy.md).')
+param vnetEnabled bool = false
+
+@description('Production switch: Key Vault purge protection (on): the vault and the audit certificate cannot be purged before soft delete\'s 7 days end, so azd down --purge leaves the vault and the same environment name cannot be provisioned again until then. Turn off for throw-away environments.')
+param enablePurgeProtection bool = true
+
+@description('Production switch: allow SCM and FTP basic publishing credentials (off: azd and az deploy with Entra ID).')
+param allowBasicPublishingCredentials bool = false
+
 @description('Object id of the person deploying (azd sets it): may create the audit certificate in Key Vault and read the output. Empty: no access is granted to a person.')
 param principalId string = ''
 
@@ -91,12 +105,19 @@ module resources 'resources.bicep' = {
     maximumInstanceCount: maximumInstanceCount
     principalId: principalId
     principalType: principalType
+    durableAlwaysReady: durableAlwaysReady
+    publicNetworkAccess: vnetEnabled ? 'Disabled' : 'Enabled'
+    networkDefaultAction: vnetEnabled ? 'Deny' : 'Allow'
+    enablePurgeProtection: enablePurgeProtection
+    allowBasicPublishingCredentials: allowBasicPublishingCredentials
   }
 }
 
 // azd keeps these in the environment (.azure/<env>/.env); the postprovision hook and scripts/deploy.sh read them.
 output AZURE_LOCATION string = location
 output AZURE_TENANT_ID string = tenant().tenantId
+output AZURE_SUBSCRIPTION_ID string = subscription().subscriptionId
+output AZURE_PRINCIPAL_ID string = principalId
 output AZURE_RESOURCE_GROUP string = rg.name
 output AZURE_FUNCTION_NAME string = resources.outputs.functionAppName
 output AZURE_FUNCTION_ID string = resources.outputs.functionAppId

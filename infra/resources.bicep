@@ -14,12 +14,36 @@ param instanceMemoryMB int
 param maximumInstanceCount int
 param principalId string
 param principalType string
+param durableAlwaysReady int
+
+// The production switches (main.bicep sets them from vnetEnabled, enablePurgeProtection and
+// allowBasicPublishingCredentials). This module's own defaults are the closed, production side.
+@allowed([
+  'Enabled'
+  'Disabled'
+])
+@description('Public network access of the storage accounts and the vault: Disabled puts them behind private endpoints in a virtual network the app joins (network.bicep).')
+param publicNetworkAccess string = 'Disabled'
+
+@allowed([
+  'Allow'
+  'Deny'
+])
+@description('Their firewall default: Deny with public access off (only private endpoints and trusted Azure services).')
+param networkDefaultAction string = 'Deny'
+
+@description('Key Vault purge protection: a deleted vault and its certificate cannot be purged before the retention ends.')
+param enablePurgeProtection bool = true
+
+@description('SCM and FTP basic (user name and password) publishing credentials; azd and az deploy with Entra ID.')
+param allowBasicPublishingCredentials bool = false
 
 var functionAppName = 'func-${resourceToken}'
 var deploymentContainerName = 'app-package-${take(functionAppName, 32)}-${take(resourceToken, 7)}'
 var outputContainerName = 'ual-output'
 var certificateName = 'ual-audit'
 var budgetSecretName = 'collector-budget-secret'
+var vnetEnabled = publicNetworkAccess == 'Disabled'
 
 // Built-in role definition ids (https://learn.microsoft.com/azure/role-based-access-control/built-in-roles).
 var roles = {
@@ -69,8 +93,6 @@ resource applicationInsights 'Microsoft.Insights/components@2020-02-02' = {
 // --- The host's storage: task hub (queues, tables, blobs) and the deployment package ----------------------------
 
 resource hostStorage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
-  // checkov:skip=CKV_AZURE_35:Flex Consumption reaches this account over its public endpoint unless the app joins a virtual network with private endpoints, which this template does not make (docs/deploy.md, Private networking); access is by Entra identity only, shared keys are off
-  // checkov:skip=CKV_AZURE_59:same reason as CKV_AZURE_35: public endpoint, identity-only access, no shared keys, no anonymous blobs
   // checkov:skip=CKV_AZURE_43:the name is 'st' or 'stout' plus uniqueString's 13 lowercase letters and digits (valid, at most 18 characters); checkov cannot evaluate the interpolation
   // checkov:skip=CKV_AZURE_206:the task hub's state is transient and Durable Functions does not fail over to a secondary region; the output account, which holds what must last, is GRS
   name: 'st${resourceToken}'
@@ -86,9 +108,9 @@ resource hostStorage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
-      defaultAction: 'Allow'
+      defaultAction: networkDefaultAction
       bypass: 'AzureServices'
     }
   }
@@ -110,8 +132,6 @@ resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/con
 // --- The output account: chunks, manifests and summaries (what the collection proves) --------------------------
 
 resource outputStorage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
-  // checkov:skip=CKV_AZURE_35:Flex Consumption reaches this account over its public endpoint unless the app joins a virtual network with private endpoints, which this template does not make (docs/deploy.md, Private networking); access is by Entra identity only, shared keys are off
-  // checkov:skip=CKV_AZURE_59:same reason as CKV_AZURE_35: public endpoint, identity-only access, no shared keys, no anonymous blobs
   // checkov:skip=CKV_AZURE_43:the name is 'st' or 'stout' plus uniqueString's 13 lowercase letters and digits (valid, at most 18 characters); checkov cannot evaluate the interpolation
   name: 'stout${resourceToken}'
   location: location
@@ -126,9 +146,9 @@ resource outputStorage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
     defaultToOAuthAuthentication: true
     minimumTlsVersion: 'TLS1_2'
     supportsHttpsTrafficOnly: true
-    publicNetworkAccess: 'Enabled'
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
-      defaultAction: 'Allow'
+      defaultAction: networkDefaultAction
       bypass: 'AzureServices'
     }
   }
@@ -160,10 +180,8 @@ resource outputContainer 'Microsoft.Storage/storageAccounts/blobServices/contain
 // --- Key Vault: the audit credential (a certificate with an exportable key, made by the postprovision hook) -----
 
 resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
-  // checkov:skip=CKV_AZURE_109:Key Vault references of an app outside a virtual network and the postprovision hook on the deployer's machine reach the vault's public endpoint; access is by Entra RBAC only
-  // checkov:skip=CKV_AZURE_189:same reason as CKV_AZURE_109
-  // checkov:skip=CKV_AZURE_110:purge protection would keep azd down --purge from removing the vault and block re-provisioning the same environment for the retention period; soft delete stays on (7 days) and the certificate is re-made by the hook
-  // checkov:skip=CKV_AZURE_42:recoverable means soft delete plus purge protection; purge protection is off for the reason given for CKV_AZURE_110
+  // checkov:skip=CKV_AZURE_110:purge protection is on unless enablePurgeProtection is false (its default is true); Key Vault refuses false, so the switch passes null when off (bicep #5223), a conditional checkov cannot evaluate
+  // checkov:skip=CKV_AZURE_42:recoverable means soft delete plus purge protection, which is on by default: see CKV_AZURE_110
   name: 'kv-${resourceToken}'
   location: location
   tags: tags
@@ -176,11 +194,26 @@ resource vault 'Microsoft.KeyVault/vaults@2023-07-01' = {
     enableRbacAuthorization: true
     enableSoftDelete: true
     softDeleteRetentionInDays: 7
-    publicNetworkAccess: 'Enabled'
+    enablePurgeProtection: enablePurgeProtection ? true : null
+    publicNetworkAccess: publicNetworkAccess
     networkAcls: {
-      defaultAction: 'Allow'
+      defaultAction: networkDefaultAction
       bypass: 'AzureServices'
     }
+  }
+}
+
+// --- The production switch vnetEnabled: a virtual network and private endpoints (network.bicep) -----------------
+
+module network 'network.bicep' = if (vnetEnabled) {
+  name: 'ual-network-${resourceToken}'
+  params: {
+    location: location
+    tags: tags
+    resourceToken: resourceToken
+    hostStorageId: hostStorage.id
+    outputStorageId: outputStorage.id
+    vaultId: vault.id
   }
 }
 
@@ -229,6 +262,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     httpsOnly: true
     clientCertEnabled: false
     keyVaultReferenceIdentity: identity.id
+    virtualNetworkSubnetId: vnetEnabled ? network.outputs.appSubnetId : null
     siteConfig: {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
@@ -246,6 +280,14 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         }
       }
       scaleAndConcurrency: {
+        // Durable Functions on Flex Consumption: one instance of the `durable` group always ready, so timers,
+        // orchestrations and entity signals do not wait for a cold start after scale to zero (docs/deploy.md).
+        alwaysReady: (durableAlwaysReady > 0) ? [
+          {
+            name: 'durable'
+            instanceCount: durableAlwaysReady
+          }
+        ] : []
         instanceMemoryMB: instanceMemoryMB
         maximumInstanceCount: maximumInstanceCount
       }
@@ -259,6 +301,23 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     deploymentContainer
     hostBlobOwner
   ]
+}
+
+// SCM and FTP basic publishing credentials: off unless allowBasicPublishingCredentials (azd and az deploy with Entra).
+resource scmBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: functionApp
+  name: 'scm'
+  properties: {
+    allow: allowBasicPublishingCredentials
+  }
+}
+
+resource ftpBasicAuth 'Microsoft.Web/sites/basicPublishingCredentialsPolicies@2024-04-01' = {
+  parent: functionApp
+  name: 'ftp'
+  properties: {
+    allow: allowBasicPublishingCredentials
+  }
 }
 
 // Every app setting the collector, the Functions host and the libraries read on Azure. The drift test
@@ -341,9 +400,10 @@ resource hostTableContributor 'Microsoft.Authorization/roleAssignments@2022-04-0
   }
 }
 
+// On the output container only: the identity writes, reads and lists there, and nowhere else in the account.
 resource outputBlobContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
-  name: guid(outputStorage.id, identity.id, roles.storageBlobDataContributor)
-  scope: outputStorage
+  name: guid(outputContainer.id, identity.id, roles.storageBlobDataContributor)
+  scope: outputContainer
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataContributor)
     principalId: identity.properties.principalId
@@ -394,8 +454,8 @@ resource deployerSecrets 'Microsoft.Authorization/roleAssignments@2022-04-01' = 
 }
 
 resource deployerOutputReader 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (!empty(principalId)) {
-  name: guid(outputStorage.id, principalId, roles.storageBlobDataReader)
-  scope: outputStorage
+  name: guid(outputContainer.id, principalId, roles.storageBlobDataReader)
+  scope: outputContainer
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roles.storageBlobDataReader)
     principalId: principalId

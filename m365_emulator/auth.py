@@ -71,6 +71,33 @@ def aad_error(status: int, error: str, code: int, text: str, base_url: str) -> R
     return Reply(status, body)
 
 
+def missing_service_principal(client_id: str, tenant_id: str) -> str:
+    """AADSTS7000229's text: the app has no service principal (enterprise application) in the tenant."""
+    return (
+        f"The client application {client_id} is missing service principal in the tenant {tenant_id}. "
+        "See instructions here: https://go.microsoft.com/fwlink/?linkid=2225119"
+    )
+
+
+def key_not_found(thumbprint: str, client_id: str) -> str:
+    """AADSTS700027's text when the registration holds no key with the assertion's thumbprint."""
+    return (
+        "Client assertion contains an invalid signature. [Reason - The key was not found., Thumbprint of key used "
+        f"by client: '{thumbprint}', Please visit the Azure Portal, Graph Explorer or directly use MS Graph to see "
+        f"configured keys for app Id '{client_id}'.]"
+    )
+
+
+def _assertion_thumbprint(assertion: str) -> str:
+    """The SHA-1 thumbprint (hex, upper case) a client assertion's header names, or '' when it names none."""
+    try:
+        header = json.loads(unb64url(assertion.split(".", maxsplit=1)[0]))
+        thumb = header.get("x5t")
+        return unb64url(thumb).hex().upper() if isinstance(thumb, str) else ""
+    except (ValueError, json.JSONDecodeError, AttributeError):
+        return ""
+
+
 class TokenService:
     def __init__(self, lifetime_seconds: int, clock: Callable[[], float] = time.time) -> None:
         self._key = secrets.token_bytes(32)
@@ -105,6 +132,8 @@ class TokenService:
         if app is None:
             text = f"Application with identifier '{client_id}' was not found in the directory '{tenant_id}'."
             return aad_error(400, "unauthorized_client", 700016, text, base_url)
+        if not app.service_principal:  # the app exists, its enterprise application in this tenant does not
+            return aad_error(401, "invalid_client", 7000229, missing_service_principal(client_id, tenant_id), base_url)
         resource = self._resource(form.get("scope", ""))
         if resource is None:
             text = f"The provided value for scope {form.get('scope', '')!r} is not valid. Use '<resource>/.default'."
@@ -113,7 +142,9 @@ class TokenService:
         if failure is not None:
             return failure
         roles: tuple[str, ...]
-        if resource == GRAPH_SCOPE_RESOURCE:
+        if not app.admin_consent:  # requested, never granted: the token comes without roles
+            roles = ()
+        elif resource == GRAPH_SCOPE_RESOURCE:
             roles = tuple(app.graph_permissions)
         elif resource == MANAGE_SCOPE_RESOURCE:
             roles = tuple(app.feed_permissions)
@@ -153,11 +184,7 @@ class TokenService:
     def _check_assertion(self, app: AppRegistration, assertion: str, endpoint: str) -> tuple[int, str] | None:
         """Validate a certificate client assertion (RFC 7523); returns (AADSTS code, message) when it fails."""
         if app.certificate_pem is None:
-            return (
-                700027,
-                "Client assertion contains an invalid signature. "
-                f"No certificate is registered for app '{app.client_id}'.",
-            )
+            return 700027, key_not_found(_assertion_thumbprint(assertion), app.client_id)
         try:
             head_b64, payload_b64, sig_b64 = assertion.split(".")
             header = json.loads(unb64url(head_b64))
@@ -172,9 +199,9 @@ class TokenService:
         cert = x509.load_pem_x509_certificate(block.group(0))
         thumb256, thumb1 = header.get("x5t#S256"), header.get("x5t")
         if thumb256 is not None and unb64url(thumb256) != cert.fingerprint(hashes.SHA256()):
-            return 700027, "Client assertion contains an invalid signature. [Reason - The key was not found.]"
+            return 700027, key_not_found(_assertion_thumbprint(assertion), app.client_id)
         if thumb1 is not None and unb64url(thumb1) != cert.fingerprint(hashes.SHA1()):  # noqa: S303 - x5t is SHA-1
-            return 700027, "Client assertion contains an invalid signature. [Reason - The key was not found.]"
+            return 700027, key_not_found(_assertion_thumbprint(assertion), app.client_id)
         key = cert.public_key()
         alg = header.get("alg")
         if not isinstance(key, rsa.RSAPublicKey) or alg not in ("RS256", "PS256"):
@@ -217,11 +244,12 @@ class TokenService:
             "exp": now + self._lifetime,
             "appid": app.client_id,
             "idtyp": "app",
-            "roles": list(roles),
             "tid": app.tenant_id,
             "gen": generation,
             "uti": secrets.token_urlsafe(8),
         }
+        if roles:  # Entra leaves the claim out when no application permission is granted
+            claims["roles"] = list(roles)
         head = b64url(json.dumps({"typ": "JWT", "alg": "HS256"}).encode())
         body = b64url(json.dumps(claims, separators=(",", ":")).encode())
         sig = b64url(hmac.new(self._key, f"{head}.{body}".encode(), hashlib.sha256).digest())

@@ -115,6 +115,12 @@ class AppRegistration:
     feed_permissions: tuple[str, ...] = (FEED_PERMISSION,)
     """Roles of the app's Office 365 Management APIs tokens (the Management Activity API needs ``ActivityFeed.Read``;
     ``()`` is the "permission missing" failure)."""
+    service_principal: bool = True
+    """False: the registration has no service principal in the tenant (an app made with ``az ad app create``): the
+    token endpoint answers 401 ``invalid_client`` AADSTS7000229 (``m365_emulator/tenant_steps.py``)."""
+    admin_consent: bool = True
+    """False: its application permissions were requested but never granted (no admin consent, no appRoleAssignment):
+    tokens are issued without a ``roles`` claim, so Graph answers 403 and Exchange 403 (``tenant_steps.py``)."""
 
 
 @dataclass

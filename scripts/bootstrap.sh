@@ -4,7 +4,9 @@
 #   .venv-iac with requirements-iac.txt (checkov and pycep-parser, for the infrastructure checks),
 #   Azurite from npm into tools/azurite/node_modules,
 #   Debian's chromium + chromium-driver for the live-page browser tests (apt-get, as root or with passwordless sudo;
-#   never a browser download).
+#   never a browser download),
+#   PowerShell 7.6.10 for the PowerShell hook tests, as a .NET tool from NuGet where a .NET SDK exists (from apt when
+#   the machine's package lists carry one; Debian 12's do not, and there the tests skip and say why).
 # Re-running is cheap: it skips what is already installed and up to date.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,5 +73,23 @@ if [ "${SKIP_CHROMIUM:-0}" != "1" ] && [ ! -x /usr/bin/chromium ]; then
   else
     echo "bootstrap: the browser tests need Chromium; install it with:" >&2
     echo "  sudo apt-get update && sudo apt-get install -y chromium chromium-driver" >&2
+  fi
+fi
+
+# PowerShell 7 runs the .ps1 hooks' tests (tests/deploy). It comes as a .NET tool from NuGet (never a download of its
+# own); a .NET SDK comes from apt only when the machine's package lists have one. SKIP_PWSH=1 skips this.
+pwsh_tool="$HOME/.dotnet/tools/pwsh"
+if [ "${SKIP_PWSH:-0}" != "1" ] && ! command -v pwsh >/dev/null 2>&1 && [ ! -x "$pwsh_tool" ]; then
+  if ! command -v dotnet >/dev/null 2>&1 && [ "$(id -u)" = "0" ] && command -v apt-cache >/dev/null 2>&1; then
+    sdk=$(apt-cache search --names-only '^dotnet-sdk-[0-9.]+$' 2>/dev/null | cut -d' ' -f1 | sort -V | tail -n 1)
+    if [ -n "$sdk" ]; then
+      echo "bootstrap: installing $sdk (Debian package) for PowerShell"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$sdk" >/dev/null || true
+    fi
+  fi
+  if command -v dotnet >/dev/null 2>&1; then
+    echo "bootstrap: installing PowerShell 7.6.10 (dotnet tool) for the PowerShell hook tests"
+    dotnet tool install --global PowerShell --version 7.6.10 >/dev/null \
+      || echo "bootstrap: PowerShell did not install; the .ps1 hook tests will fail until it does" >&2
   fi
 fi

@@ -71,6 +71,11 @@ class ExchangeProbe:
     _roles: tuple[str, ...] | None = None
 
     @property
+    def token_roles(self) -> tuple[str, ...] | None:
+        """The application roles of the Exchange token (None: no token, or its claims were not readable)."""
+        return self._roles
+
+    @property
     def _tenant(self) -> str:
         return self.config.tenant_id
 

@@ -69,6 +69,8 @@ class GraphProbe:
     _window: TimeWindow | None = None
     _name: str = ""
     _roles_note: str = ""
+    token_roles: tuple[str, ...] | None = None
+    """The application roles of the Graph token (None: no token, or its claims were not readable)."""
     _filters: ServiceFilterProbe | None = None
     _records: list[dict[str, Any]] | None = None
     """The first records page of the doctor's unfiltered query (what the service-filter probe compares with)."""
@@ -92,6 +94,7 @@ class GraphProbe:
             "graph.token", tokens, GRAPH_SCOPE, authority=self.config.authority_host, wanted="AuditLogsQuery"
         )
         self.results["graph.token"] = result
+        self.token_roles = facts.roles if facts is not None else None
         if facts is not None and facts.roles is not None:
             self._roles_note = f" (the token's roles: {', '.join(facts.roles) or 'none'})"
         if result.outcome.value != "ok":

@@ -26,6 +26,7 @@ DIFFERS_PREFIX = "service behaves differently from what the collector assumes: "
 
 PROBE_ORDER = (
     "settings",
+    "tenant",
     "storage",
     "graph.token",
     "graph.scope",

@@ -1,7 +1,9 @@
 """Run every probe against one tenant, within a time budget, and return one result per probe.
 
 Order of work: settings; the output store; the Graph token, permission and the tiny query's creation; the Exchange
-probes (while the service works on the query); then the query's status, one page, the look-up by name and the DELETE.
+probes (while the service works on the query); the tenant steps, read from what the sign-ins and the Exchange role
+probe met (``shared.doctor.tenant_probe``, reported second); then the query's status, one page, the look-up by name
+and the DELETE.
 A probe whose prerequisite failed is reported ``skipped`` with the reason. The audit API calls use the collector's
 adapters with the collector's settings, except that retries are bounded tighter (3 attempts, waits of at most 5 s,
 30 s per HTTP call) so that an unreachable or failing service is reported within the budget.
@@ -31,6 +33,7 @@ from shared.doctor.model import (
     skipped,
 )
 from shared.doctor.storage_probe import probe_storage
+from shared.doctor.tenant_probe import TokenOutcome, tenant_result
 from shared.errors import ConfigError
 from shared.hosting.azure_settings import hosted_gaps
 from shared.requests.validation import InvalidRequest, validate_tenant_id
@@ -54,9 +57,8 @@ def doctor_config(settings: Settings, tenant: str) -> AuditApiConfig:
 
 
 def _probes_for(source: str) -> tuple[str, ...]:
-    return (
-        ("storage",) + (GRAPH_PROBES if source != "exchange" else ()) + (EXCHANGE_PROBES if source != "graph" else ())
-    )
+    graph = GRAPH_PROBES if source != "exchange" else ()
+    return ("tenant", "storage", *graph, *(EXCHANGE_PROBES if source != "graph" else ()))
 
 
 _CREDENTIAL_KINDS = {
@@ -121,8 +123,11 @@ def run_doctor(
 
     results["storage"] = probe_storage(settings)
     graph = GraphProbe(config, budget, now, sleep) if source != "exchange" else None
+    tokens: list[TokenOutcome] = []
     if graph is not None:
         graph.start()
+        tokens.append(TokenOutcome("graph", graph.results["graph.token"], graph.token_roles))
+    exchange: ExchangeProbe | None = None
     if source != "graph":
         exchange = ExchangeProbe(config, budget, now)
         if budget.exhausted():
@@ -130,7 +135,17 @@ def run_doctor(
                 exchange.results[probe] = skipped(probe, budget.why_skipped())
         else:
             exchange.run()
+        if exchange.results["exchange.token"].outcome.value != "skipped":
+            tokens.append(TokenOutcome("exchange", exchange.results["exchange.token"], exchange.token_roles))
         results.update(exchange.results)
+    # Reported second (PROBE_ORDER), made from what the sign-ins and exchange.role met: no call of its own.
+    results["tenant"] = tenant_result(
+        client_id=config.client_id,
+        tenant=tenant,
+        source=source,
+        tokens=tokens,
+        exchange_role=exchange.results.get("exchange.role") if exchange is not None else None,
+    )
     if graph is not None:
         graph.finish()
         results.update(graph.results)

@@ -52,9 +52,16 @@ def probe_token(
     probe: str, tokens: TokenProvider, scope: str, *, authority: str, wanted: str
 ) -> tuple[ProbeResult, TokenFacts | None]:
     """Acquire an app-only token for ``scope``; the detail lists the roles it carries and says when ``wanted``
-    (a role name or prefix) is not among them."""
+    (a role name or prefix) is not among them.
+
+    A token without ``wanted`` is asked for once more, fresh: the provider is process-wide, and a token minted before
+    the permission was granted keeps its roles until it expires (about an hour), so the doctor run right after the
+    tenant steps would otherwise report a consent that is already given."""
     try:
         facts = token_facts(tokens.get_token(scope))
+        if facts.roles is not None and not any(r.startswith(wanted) for r in facts.roles):
+            tokens.invalidate(scope)
+            facts = token_facts(tokens.get_token(scope))
     except CollectorError as exc:
         return failure(probe, exc, endpoint=authority, endpoint_setting="AUDIT_AUTHORITY_HOST"), None
     if facts.roles is None:

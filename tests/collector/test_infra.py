@@ -127,10 +127,99 @@ def test_the_parse_and_the_scan_fail_when_a_required_setting_is_removed(tmp_path
 
 def test_the_budget_secret_is_a_key_vault_secret_the_hook_makes_once() -> None:
     """COLLECTOR_BUDGET_SECRET ties budget operations to their collection; the entity checks tokens with the current
-    secret, so it must never change under running collections: the hook creates it only when the vault lacks it."""
+    secret, so it must never change under running collections: the hooks create it only when Key Vault answers that
+    it does not exist (their behaviour against a fake az: tests/deploy/test_postprovision.py)."""
     value = _app_settings()["COLLECTOR_BUDGET_SECRET"]
     assert isinstance(value, str) and value.startswith("@Microsoft.KeyVault(") and "SecretName=" in value
-    hook = (REPO / "infra" / "hooks" / "postprovision.sh").read_text(encoding="utf-8")
-    show = hook.index('az keyvault secret show --vault-name "$vault" --name "$budget_secret"')
-    assert show < hook.index('az keyvault secret set --vault-name "$vault" --name "$budget_secret"')
-    assert "--value" not in hook[show:]  # the value never appears on a command line
+    for name in ("postprovision.sh", "postprovision.ps1"):
+        hook = (REPO / "infra" / "hooks" / name).read_text(encoding="utf-8")
+        assert hook.index("keyvault secret show") < hook.index("keyvault secret set"), name
+        assert "--value" not in hook, name  # the value never appears on a command line
+
+
+def _timespan_seconds(text: str) -> float:
+    hours, minutes, seconds = text.split(":")
+    return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def test_traces_and_exceptions_are_never_sampled_away() -> None:
+    """docs/operations.md alerts on chunk.ended failures and api.throttled events (traces) and on exceptions: with
+    adaptive sampling on, Application Insights may drop some of them under load unless their types are excluded."""
+    sampling = json.loads((REPO / "host.json").read_text())["logging"]["applicationInsights"]["samplingSettings"]
+    if sampling.get("isEnabled", True):
+        excluded = {kind.strip() for kind in sampling.get("excludedTypes", "").split(";")}
+        assert {"Trace", "Exception", "Request"} <= excluded
+
+
+def test_durable_on_flex_polls_its_queues_at_least_every_10_seconds() -> None:
+    """Microsoft's Durable-on-Flex guidance: queue polling interval 10 s or less (the default backs off to 30 s)."""
+    provider = json.loads((REPO / "host.json").read_text())["extensions"]["durableTask"]["storageProvider"]
+    assert _timespan_seconds(provider["maxQueuePollingInterval"]) <= 10
+
+
+def test_one_durable_instance_is_always_ready_by_default() -> None:
+    """The other half of that guidance: the always-ready count of the `durable` group, a parameter defaulting to 1."""
+    main = _parsed(REPO / "infra" / "main.bicep")
+    assert main["parameters"]["durableAlwaysReady"]["default"] == 1
+    assert main["modules"]["resources"]["config"]["params"]["durableAlwaysReady"] == "durableAlwaysReady"
+    app = next(r for r in _parsed(TEMPLATE)["resources"].values() if r["type"] == "Microsoft.Web/sites")
+    ready = app["config"]["properties"]["functionAppConfig"]["scaleAndConcurrency"]["alwaysReady"]["operator"]
+    assert ready["operands"]["true_value"] == [{"name": "durable", "instanceCount": "durableAlwaysReady"}]
+    parameters = json.loads((REPO / "infra" / "main.parameters.json").read_text())["parameters"]
+    assert parameters["durableAlwaysReady"]["value"] == "${DURABLE_ALWAYS_READY=1}"
+
+
+def _resources(path: Path, kind: str) -> list[dict[str, Any]]:
+    return [r for r in _parsed(path)["resources"].values() if r["type"] == kind]
+
+
+def test_vnet_enabled_closes_every_store_and_puts_it_behind_a_private_endpoint() -> None:
+    """vnetEnabled (main.bicep) turns the storage accounts' and the vault's public network access off and denies by
+    default; resources.bicep's own defaults are that closed side (what checkov judges), and network.bicep gives the
+    app a delegated subnet and a private endpoint for each service it reaches."""
+    main = _parsed(REPO / "infra" / "main.bicep")
+    assert main["parameters"]["vnetEnabled"]["default"] is False
+    params = main["modules"]["resources"]["config"]["params"]
+    closed = {"publicNetworkAccess": ("Disabled", "Enabled"), "networkDefaultAction": ("Deny", "Allow")}
+    for name, (on, off) in closed.items():
+        switch = params[name]["operator"]["operands"]
+        assert (switch["condition"], switch["true_value"], switch["false_value"]) == ("vnetEnabled", on, off)
+        assert _parsed(TEMPLATE)["parameters"][name]["default"] == on
+    stores = [
+        *_resources(TEMPLATE, "Microsoft.Storage/storageAccounts"),
+        *_resources(TEMPLATE, "Microsoft.KeyVault/vaults"),
+    ]
+    assert len(stores) == 3
+    for store in stores:
+        assert store["config"]["properties"]["publicNetworkAccess"] == "publicNetworkAccess"
+        assert store["config"]["properties"]["networkAcls"]["defaultAction"] == "networkDefaultAction"
+    network = _parsed(REPO / "infra" / "network.bicep")
+    groups = {(e["target"], e["group"]) for e in network["variables"]["endpoints"]["value"]}
+    assert groups == {("hostStorageId", "blob"), ("hostStorageId", "queue"), ("hostStorageId", "table"),
+                      ("outputStorageId", "blob"), ("vaultId", "vault")}  # fmt: skip
+    subnet = network["resources"]["vnet"]["config"]["properties"]["subnets"][0]["properties"]
+    assert subnet["delegations"][0]["properties"]["serviceName"] == "Microsoft.App/environments"
+
+
+def test_the_output_identity_may_write_only_its_container() -> None:
+    assignment = _parsed(TEMPLATE)["resources"]["outputBlobContributor"]
+    assert assignment["config"]["scope"] == "outputContainer"
+
+
+def test_basic_publishing_credentials_are_off_and_purge_protection_on_by_default() -> None:
+    main = _parsed(REPO / "infra" / "main.bicep")["parameters"]
+    assert main["allowBasicPublishingCredentials"]["default"] is False
+    assert main["enablePurgeProtection"]["default"] is True
+    policies = _resources(TEMPLATE, "Microsoft.Web/sites/basicPublishingCredentialsPolicies")
+    assert sorted(p["config"]["name"] for p in policies) == ["ftp", "scm"]
+    assert {p["config"]["properties"]["allow"] for p in policies} == {"allowBasicPublishingCredentials"}
+
+
+def test_no_network_check_is_waived_any_more() -> None:
+    """The waivers only "no virtual network" justified are gone: vnetEnabled answers them (checkov judges
+    resources.bicep at its closed defaults). Waiver comments: 32 before the switches, 26 after (checkov counted 23
+    skipped checks before, 17 after: some comments sit on the app settings resource, which checkov reads as a site)."""
+    text = "\n".join(p.read_text(encoding="utf-8") for p in sorted((REPO / "infra").glob("*.bicep")))
+    waived = re.findall(r"checkov:skip=(CKV_[A-Z0-9_]+):", text)
+    assert not {"CKV_AZURE_35", "CKV_AZURE_59", "CKV_AZURE_109", "CKV_AZURE_189"} & set(waived)
+    assert len(waived) <= 26

@@ -55,7 +55,8 @@ def test_the_doctor_finds_which_service_filter_name_the_service_honours(
 ) -> None:
     knobs.config.graph.service_filter = mode
     report = run_doctor(app_env(knobs, folder_output(tmp_path)), DOMAIN, "graph")
-    assert [r.probe for r in report.results] == ["settings", "storage"] + [p for p in PROBE_ORDER if "graph." in p]
+    graph = [p for p in PROBE_ORDER if "graph." in p]
+    assert [r.probe for r in report.results] == ["settings", "tenant", "storage", *graph]
     result = report.result("graph.filters")
     assert result.outcome.value == "ok", report.lines()
     assert f"serviceFilter was {singular}" in result.detail and f"serviceFilters was {plural}" in result.detail
