@@ -122,6 +122,11 @@ def print_banner(host: LocalHost) -> None:
     lines += [f"        {name}: orchestrationTrigger" for name in host.app.orchestrators]
     lines += [f"        {name}: activityTrigger" for name in host.app.activities]
     lines += [f"        {name}: entityTrigger" for name in host.app.entities]
+    if host.app.timers or host.app.activities:
+        lines += [
+            "",
+            f'Run a timer or activity by hand: POST {host.base_url}/admin/functions/<name> {{"input": "..."}}',
+        ]
     if host.keys.required:
         # Printed on purpose (like `func keys list`): these are throw-away keys of this local process.
         lines += [

@@ -49,8 +49,12 @@ class ClientOperations:
         control_queue_for: Callable[[str], Queue],
         clock: Clock,
         faults: FaultInjector,
+        override_running: bool = False,
     ) -> None:
+        """``override_running``: ``overridableExistingInstanceStates: AnyState`` (no dedupe statuses: a start
+        replaces a Pending, Running, Suspended or ContinuedAsNew instance too)."""
         self._registry = registry
+        self._dedupe_statuses: tuple[RuntimeStatus, ...] = () if override_running else _NOT_REPLACEABLE
         self._tracking = tracking
         self._control_queue_for = control_queue_for
         self._clock = clock
@@ -75,7 +79,7 @@ class ClientOperations:
         if refused is not None:
             raise ValueError(refused)  # the extension's ArgumentException: 400 over HTTP, nothing started
         existing = self._tracking.get_instance(instance_id)
-        if existing is not None and existing.status in _NOT_REPLACEABLE:
+        if existing is not None and existing.status in self._dedupe_statuses:
             raise InstanceExistsError(instance_id, existing.status.display)
         now = self._clock.now()
         execution_id = uuid.uuid4().hex

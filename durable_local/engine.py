@@ -97,6 +97,7 @@ class Engine:
             control_queue_for=self.control_queue_for,
             clock=self.clock,
             faults=self.faults,
+            override_running=self.settings.overridable_existing_instance_states == "AnyState",
         )
         self._orchestrations = OrchestrationDispatcher(
             self.sessions,

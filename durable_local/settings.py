@@ -82,6 +82,10 @@ class EngineSettings:
     .NET isolated, Java and custom handlers; for Python it is off and one dispatcher takes both."""
     entity_worker_threads: int = 1
     """Threads of the entity dispatcher when ``use_separate_queue_for_entity_work_items`` is on."""
+    overridable_existing_instance_states: str = "NonRunningStates"
+    """``overridableExistingInstanceStates`` (extension): ``NonRunningStates`` passes DTFx the dedupe statuses
+    Running, ContinuedAsNew, Pending and Suspended, so a start over such an instance is refused; ``AnyState`` passes
+    none, so a start with an existing id replaces the instance whatever its state."""
 
     def __post_init__(self) -> None:
         if not self.hub_name or not self.hub_name.replace("-", "").isalnum():
@@ -122,6 +126,11 @@ class EngineSettings:
             raise ValueError(
                 "min_queue_polling_interval must not exceed max_queue_polling_interval "
                 f"({self.min_queue_polling_interval} > {self.max_queue_polling_interval})"
+            )
+        if self.overridable_existing_instance_states not in ("AnyState", "NonRunningStates"):
+            raise ValueError(
+                "overridable_existing_instance_states must be AnyState or NonRunningStates, got "
+                f"{self.overridable_existing_instance_states!r}"
             )
         if not isinstance(self.scheduling_mode, SchedulingMode):
             raise ValueError(f"scheduling_mode must be a SchedulingMode, got {self.scheduling_mode!r}")

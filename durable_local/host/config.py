@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from durable_local.host.hub_names import DEFAULT_HUB_NAME, HubNameError, served_hub_name
+from durable_local.host.retries import RetryPolicy, RetryPolicyError, policy_from_host_json
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,11 @@ class AppSettings:
     entity_message_reorder_window_minutes: int = 30
     store_inputs_in_orchestration_history: bool = False
     """``storeInputsInOrchestrationHistory``: activity and sub-orchestration inputs are kept in history."""
+    overridable_existing_instance_states: str = "NonRunningStates"
+    """``overridableExistingInstanceStates``: ``AnyState`` lets a start replace a Pending, Running, Suspended or
+    ContinuedAsNew instance of the same id (DTFx gets no dedupe statuses); ``NonRunningStates`` refuses it."""
+    retry: RetryPolicy | None = None
+    """host.json ``retry``: the policy of every function without its own ``@app.retry`` (orchestrators excepted)."""
     raw: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -82,8 +88,45 @@ def load_host_json(app_dir: Path) -> AppSettings:
         max_entity_operation_batch_size=_positive_int(durable, "maxEntityOperationBatchSize", 5000, path),
         entity_message_reorder_window_minutes=_positive_int(durable, "entityMessageReorderWindowInMinutes", 30, path),
         store_inputs_in_orchestration_history=_bool(durable, "storeInputsInOrchestrationHistory", False, path),
+        overridable_existing_instance_states=_overridable_states(
+            durable.get("overridableExistingInstanceStates"), path
+        ),
+        retry=_retry(raw, path),
         raw=raw,
     )
+
+
+OVERRIDABLE_STATES = ("AnyState", "NonRunningStates")
+"""The extension's ``OverridableStates`` enum, in the order of its values (0, 1)."""
+
+
+def _overridable_states(value: object, path: Path) -> str:
+    """``overridableExistingInstanceStates`` bound as .NET configuration binds an enum: its name in any case, or its
+    number (as text or a JSON number)."""
+    if value is None:
+        return "NonRunningStates"
+    text = _dotnet_string(value)
+    text = "" if text is None else text.strip()
+    for index, name in enumerate(OVERRIDABLE_STATES):
+        if text.lower() == name.lower() or text == str(index):
+            return name
+    raise HostConfigError(
+        f"{path}: Failed to convert configuration value at 'extensions:durableTask:overridableExistingInstanceStates' "
+        f"({value!r}) to type 'OverridableStates': use AnyState or NonRunningStates."
+    )
+
+
+def _retry(raw: Mapping[str, Any], path: Path) -> RetryPolicy | None:
+    """host.json ``retry`` (top level; keys in any case, as .NET configuration reads them)."""
+    section = next((value for key, value in raw.items() if str(key).lower() == "retry"), None)
+    if section is None:
+        return None
+    if not isinstance(section, dict):
+        raise HostConfigError(f"{path}: 'retry' must be a JSON object")
+    try:
+        return policy_from_host_json(section)
+    except RetryPolicyError as exc:
+        raise HostConfigError(f"{path}: {exc}") from exc
 
 
 def hub_name_of(settings: AppSettings, environ: Mapping[str, str]) -> str:

@@ -7,6 +7,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from aiohttp import web
 
 from durable_local.engine_api import DurableEngine
+from durable_local.host.admin import AdminFunctions, ManualRunners
 from durable_local.host.client_binding import client_binding_json, website_base_url
 from durable_local.host.config import (
     AppSettings,
@@ -25,7 +27,15 @@ from durable_local.host.config import (
 )
 from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, make_orchestrator
 from durable_local.host.keys import HostKeys
-from durable_local.host.loader import HttpFunction, LoadedApp, TimerFunction, load_app
+from durable_local.host.loader import (
+    ActivityFunction,
+    EntityFunction,
+    HttpFunction,
+    LoadedApp,
+    TimerFunction,
+    load_app,
+)
+from durable_local.host.retries import RetryPolicy
 from durable_local.host.server import AppServer
 from durable_local.host.timers import FileStatusStore, MemoryStatusStore, StatusStore, TimerHost
 from durable_local.host.webhooks import DurableHttpApi
@@ -104,6 +114,11 @@ class LocalHost:
         self._engine: DurableEngine | None = None
         self._website_hostname: str | None = None
         self._timers: TimerHost | None = None
+        self._retries_stop = threading.Event()
+        """Set when the host stops: waits between retries of activities and entities end."""
+        self._manual_runs: set[Future[None]] = set()
+        self._manual_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="manual-run")
+        self._registry = FunctionRegistry(orchestrators={}, activities={})
 
     # -- public surface ------------------------------------------------------------------------------
 
@@ -144,6 +159,7 @@ class LocalHost:
         settings = replace(settings, hub_name=hub_name_of(settings, os.environ))
         self.settings = settings
         self.app = load_app(self.app_dir)
+        apply_default_retry(self.app, settings.retry)
         check_client_task_hubs(self.app, settings.hub_name)
         self._timers = TimerHost(
             self.app,
@@ -156,10 +172,12 @@ class LocalHost:
         registry = FunctionRegistry(
             orchestrators={name: make_orchestrator(fn) for name, fn in self.app.orchestrators.items()},
             activities={
-                name: make_activity(fn, self._runner, str(self.app_dir)) for name, fn in self.app.activities.items()
+                name: make_activity(fn, self._runner, str(self.app_dir), self._retries_stop)
+                for name, fn in self.app.activities.items()
             },
-            entities={name: make_entity(fn) for name, fn in self.app.entities.items()},
+            entities={name: make_entity(fn, self._retries_stop) for name, fn in self.app.entities.items()},
         )
+        self._registry = registry
         self._engine = (self._engine_factory or self._default_engine)(registry, settings)
         self._loop = asyncio.new_event_loop()
         self._runner.loop = self._loop
@@ -177,12 +195,16 @@ class LocalHost:
             return
         if self._site is not None:
             asyncio.run_coroutine_threadsafe(self._site.stop(), loop).result(timeout=30)
+        self._retries_stop.set()
         if self._timers is not None:
             # No new timer invocation; a running one may finish (it may still start orchestrations).
             self._timers.stop(loop, self._drain_timeout if drain_timeout is None else drain_timeout)
         if self._engine is not None:
             # The loop stays up while draining: async activities run on it.
             self._engine.stop(drain_timeout=self._drain_timeout if drain_timeout is None else drain_timeout)
+        for manual in list(self._manual_runs):
+            manual.cancel()  # manual activity runs not started yet (running ones finish in their thread)
+        self._manual_pool.shutdown(wait=False, cancel_futures=True)
         if self._web_runner is not None:
             asyncio.run_coroutine_threadsafe(self._web_runner.cleanup(), loop).result(timeout=30)
         asyncio.run_coroutine_threadsafe(_close_sdk_session(), loop).result(timeout=30)
@@ -216,6 +238,9 @@ class LocalHost:
             keys=self.keys,
             base_url=lambda: self.public_base_url,
             rpc_base_url=lambda: self.base_url,
+            admin=AdminFunctions(
+                self.app, self.keys, ManualRunners(timer=self._run_timer, activity=self._run_activity)
+            ),
         )
         self._web_runner = web.AppRunner(server.build(), access_log=None, handle_signals=False)
         await self._web_runner.setup()
@@ -223,6 +248,25 @@ class LocalHost:
         await self._site.start()
         sockets = getattr(self._site._server, "sockets", None) or []
         self._bound_port = int(sockets[0].getsockname()[1]) if sockets else self._port
+
+    def _run_timer(self, name: str) -> None:
+        assert self._timers is not None
+        self._timers.run_now(name)
+
+    def _run_activity(self, name: str, input_json: str | None) -> None:
+        """A manual run of an activity: the extension reads the input as the activity's serialized input."""
+        function = self._registry.activity(name)
+        assert function is not None
+
+        def run() -> None:
+            try:
+                function(input_json)
+            except Exception:
+                logger.exception("Manual run of activity '%s' failed", name)
+
+        future: Future[None] = self._manual_pool.submit(run)
+        self._manual_runs.add(future)
+        future.add_done_callback(self._manual_runs.discard)
 
     def _store_spec_for(self, settings: AppSettings) -> str:
         return self._store_spec or str(Path.cwd() / ".durable_local" / f"{settings.hub_name}.sqlite")
@@ -255,6 +299,7 @@ class LocalHost:
             "max_entity_operation_batch_size": settings.max_entity_operation_batch_size,
             "entity_message_reorder_window": timedelta(minutes=settings.entity_message_reorder_window_minutes),
             "store_inputs_in_orchestration_history": settings.store_inputs_in_orchestration_history,
+            "overridable_existing_instance_states": settings.overridable_existing_instance_states,
         }
         if settings.max_queue_polling_interval is not None:
             fields["max_queue_polling_interval"] = timedelta(seconds=settings.max_queue_polling_interval)
@@ -271,6 +316,22 @@ class LocalHost:
             registry, store=self._store, settings=engine_settings, clock=clock, mode=self._mode
         )
         return engine
+
+
+def apply_default_retry(app: LoadedApp, policy: RetryPolicy | None) -> None:
+    """host.json ``retry`` is the policy of every function without its own (the host puts it on the functions' type,
+    the method's ``@app.retry`` wins). Orchestrators are left out: see ``docs/local-host.md``, "Retry policies"."""
+    if policy is None:
+        return
+    functions: list[HttpFunction | TimerFunction | ActivityFunction | EntityFunction] = [
+        *app.http,
+        *app.timers,
+        *app.activities.values(),
+        *app.entities.values(),
+    ]
+    for function in functions:
+        if function.retry is None:
+            function.retry = policy
 
 
 def check_client_task_hubs(app: LoadedApp, hub_name: str) -> None:

@@ -6,6 +6,9 @@
   ``DurableOrchestrationContext`` so ``ReplayLogFilter`` can drop user log lines emitted while replaying.
 * Entities: the SDK handle gets the batch JSON (``durable_local.entities.batch``) and answers the result JSON.
 * Every invocation logs one line: function, instance id when known, duration and outcome.
+* A function with a retry policy (``durable_local.host.retries``) is invoked again after a failure, each attempt
+  with its ``RetryContext`` in ``context.retry_context``; activities and entities retry inside the work item, as the
+  host's executor does before the Durable extension sees the result.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 import azure.functions as func
 
 from durable_local.host.loader import ActivityFunction, EntityFunction, OrchestratorFunction
+from durable_local.host.retries import Attempts, RetryContext, wait_unless_stopping
 
 logger = logging.getLogger(__name__)
 
@@ -32,10 +36,17 @@ _current = threading.local()
 class InvocationContext(func.Context):
     """The ``func.Context`` passed to a parameter named ``context``."""
 
-    def __init__(self, function_name: str, function_directory: str, invocation_id: str | None = None) -> None:
+    def __init__(
+        self,
+        function_name: str,
+        function_directory: str,
+        invocation_id: str | None = None,
+        retry_context: RetryContext | None = None,
+    ) -> None:
         self._invocation_id = invocation_id or str(uuid.uuid4())
         self._function_name = function_name
         self._function_directory = function_directory
+        self._retry_context = retry_context or RetryContext()
         self._tls = threading.local()
         self._tls.invocation_id = self._invocation_id
 
@@ -60,8 +71,9 @@ class InvocationContext(func.Context):
         return None
 
     @property
-    def retry_context(self) -> Any:
-        return None
+    def retry_context(self) -> RetryContext:
+        """Never None, as on Azure: the worker builds it from the host's (possibly unset) ``RetryContext``."""
+        return self._retry_context
 
 
 class AsyncRunner:
@@ -85,19 +97,22 @@ def log_invocation(function: str, started: float, outcome: str, instance_id: str
     logger.info("Executed '%s'%s (%s, %.1f ms)", function, suffix, outcome, elapsed_ms)
 
 
-def make_activity(activity: ActivityFunction, runner: AsyncRunner, app_dir: str) -> Callable[[str | None], str | None]:
-    """The engine's ``ActivityFn`` for one activity function."""
+def make_activity(
+    activity: ActivityFunction, runner: AsyncRunner, app_dir: str, stopping: threading.Event | None = None
+) -> Callable[[str | None], str | None]:
+    """The engine's ``ActivityFn`` for one activity function (with its retry policy; ``stopping`` ends a wait
+    between retries with the last failure, as a host shutdown cancels the executor's delay)."""
     from azure.functions import meta
     from azure.functions.durable_functions import ActivityTriggerConverter
 
-    def run(input_json: str | None) -> str | None:
+    def attempt(input_json: str | None, retry_context: RetryContext) -> str | None:
         started = time.perf_counter()
         value = ActivityTriggerConverter.decode(
             meta.Datum(type="json", value=input_json if input_json is not None else "null"), trigger_metadata=None
         )
         kwargs: dict[str, Any] = {activity.input_parameter: value}
         if activity.context_parameter:
-            kwargs[activity.context_parameter] = InvocationContext(activity.name, app_dir)
+            kwargs[activity.context_parameter] = InvocationContext(activity.name, app_dir, retry_context=retry_context)
         try:
             result = activity.handler(**kwargs)
             if activity.is_async or asyncio.iscoroutine(result):
@@ -108,6 +123,16 @@ def make_activity(activity: ActivityFunction, runner: AsyncRunner, app_dir: str)
         encoded = ActivityTriggerConverter.encode(result, expected_type=None).value
         log_invocation(activity.name, started, "Succeeded")
         return str(encoded) if encoded is not None else None
+
+    def run(input_json: str | None) -> str | None:
+        attempts = Attempts(activity.function_name or activity.name, activity.retry)
+        while True:
+            try:
+                return attempt(input_json, attempts.context)
+            except Exception as exc:
+                delay = attempts.failed(exc)
+                if delay is None or wait_unless_stopping(delay, stopping):
+                    raise
 
     return run
 
@@ -143,12 +168,13 @@ def make_orchestrator(orchestrator: OrchestratorFunction) -> Callable[[str], str
     return run
 
 
-def make_entity(entity: EntityFunction) -> Callable[[str], str]:
+def make_entity(entity: EntityFunction, stopping: threading.Event | None = None) -> Callable[[str], str]:
     """The engine's ``EntityFn``: the SDK handle gets the batch JSON the way the worker passes it (an
-    ``EntityContext`` whose ``body`` is the JSON text) and answers the batch result JSON."""
+    ``EntityContext`` whose ``body`` is the JSON text) and answers the batch result JSON (a batch whose function
+    call fails is run again under the function's retry policy)."""
     from azure.functions._durable_functions import EntityContext
 
-    def run(batch_json: str) -> str:
+    def attempt(batch_json: str) -> str:
         started = time.perf_counter()
         instance_id = _entity_instance_id(batch_json)
         try:
@@ -158,6 +184,16 @@ def make_entity(entity: EntityFunction) -> Callable[[str], str]:
             raise
         log_invocation(entity.name, started, "Succeeded", instance_id)
         return str(result)
+
+    def run(batch_json: str) -> str:
+        attempts = Attempts(entity.function_name or entity.name, entity.retry)
+        while True:
+            try:
+                return attempt(batch_json)
+            except Exception as exc:
+                delay = attempts.failed(exc)
+                if delay is None or wait_unless_stopping(delay, stopping):
+                    raise
 
     return run
 

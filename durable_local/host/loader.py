@@ -3,7 +3,9 @@
 The app folder goes on ``sys.path`` and ``function_app.py`` is imported, as the Python worker does; the
 module-level ``FunctionRegister`` (``df.DFApp`` or ``func.FunctionApp`` with ``df.Blueprint``s registered)
 is asked for ``get_functions()``. Anything the local host cannot run faithfully is refused at load time
-with a ``AppLoadError`` naming the function and binding, never skipped.
+with an ``AppLoadError`` naming the function and binding, never skipped; every problem of every function is reported
+in that one error (the Functions host logs "The 'f' function is in error: ..." for each function it cannot load), so
+an app with several unsupported bindings needs one look, not one restart per binding.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from durable_local.host.retries import RetryPolicy, RetryPolicyError, policy_from_decorator
 from durable_local.host.routing import RouteTemplate, RouteTemplateError, precedence_conflicts
 
 logger = logging.getLogger(__name__)
@@ -27,7 +30,20 @@ _ALL_METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS", "TRA
 
 
 class AppLoadError(Exception):
-    """The app cannot be served: missing file, import failure or an unsupported function/binding."""
+    """The app cannot be served: missing file, import failure or unsupported functions/bindings (``problems``
+    lists each one; the message holds them all)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems or [message])
+
+
+class _FunctionError(Exception):
+    """Internal: what is wrong with one function (each line a problem)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +67,8 @@ class HttpFunction:
     is_async: bool
     clients: list[ClientBinding] = field(default_factory=list)
     context_parameter: str | None = None
+    retry: RetryPolicy | None = None
+    """``@app.retry`` (host.json ``retry`` is applied by ``LocalHost`` where this is None)."""
 
 
 @dataclass(slots=True)
@@ -67,6 +85,7 @@ class TimerFunction:
     is_async: bool
     clients: list[ClientBinding] = field(default_factory=list)
     context_parameter: str | None = None
+    retry: RetryPolicy | None = None
 
 
 @dataclass(slots=True)
@@ -76,6 +95,9 @@ class ActivityFunction:
     handler: Callable[..., Any]
     is_async: bool
     context_parameter: str | None = None
+    retry: RetryPolicy | None = None
+    function_name: str = ""
+    """The function's name (the activity may be registered under another ``activity`` name)."""
 
 
 @dataclass(slots=True)
@@ -83,6 +105,8 @@ class OrchestratorFunction:
     name: str
     handle: Callable[[Any], str]
     """The SDK handle ``Orchestrator.create(user_fn)`` registered by ``orchestration_trigger``."""
+    function_name: str = ""
+    """The function's name (the orchestration may be registered under another ``orchestration`` name)."""
 
 
 @dataclass(slots=True)
@@ -91,6 +115,8 @@ class EntityFunction:
     """The entity name (``entity_name`` of the trigger, else the function name)."""
     handle: Callable[[Any], str]
     """The SDK handle ``Entity.create(user_fn)`` registered by ``entity_trigger``."""
+    retry: RetryPolicy | None = None
+    function_name: str = ""
 
 
 @dataclass(slots=True)
@@ -129,12 +155,19 @@ def load_app(app_dir: Path | str) -> LoadedApp:
         functions = registers[0].get_functions()
     except ValueError as exc:  # the SDK's own indexing validation (duplicate names, missing trigger)
         raise AppLoadError(f"{script}: {exc}") from exc
+    problems: list[str] = []
     for function in functions:
         name = str(function.get_function_name())
         if name.lower() in seen:
-            raise AppLoadError(f"function name {name!r} is defined twice")
+            problems.append(f"function name {name!r} is defined twice")
+            continue
         seen.add(name.lower())
-        _index_function(loaded, name, function)
+        try:
+            _index_function(loaded, name, function)
+        except _FunctionError as refused:
+            problems += [f"The '{name}' function is in error: {problem}" for problem in refused.problems]
+    if problems:
+        raise AppLoadError(_problems_message(script, problems), problems)
     for local_winner, azure_winner, path in precedence_conflicts(
         [(f.name, f.route) for f in loaded.http], methods={f.name: f.methods for f in loaded.http}
     ):
@@ -192,55 +225,68 @@ def _context_parameter(handler: Callable[..., Any], bound: set[str]) -> str | No
     return None
 
 
-def _check_parameters(name: str, handler: Callable[..., Any], bound: set[str]) -> None:
-    for parameter in inspect.signature(handler).parameters.values():
-        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
-            continue
-        if parameter.name not in bound and parameter.name != "context" and parameter.default is inspect._empty:
-            raise AppLoadError(f"function {name!r}: parameter {parameter.name!r} has no binding")
-
-
 def _index_function(loaded: LoadedApp, name: str, function: Any) -> None:
+    """Index one function, or raise ``_FunctionError`` with everything wrong with it."""
     bindings = _binding_dicts(function)
     trigger = next((b for b in bindings if str(b.get("type", "")).lower().endswith("trigger")), None)
     if trigger is None:
-        raise AppLoadError(f"function {name!r} has no trigger")
+        raise _FunctionError(["it has no trigger"])
     kind = str(trigger["type"])
     handler = function.get_user_function()
     others = [b for b in bindings if b is not trigger]
+    problems: list[str] = []
+    retry = _retry_of(function, problems)
     if kind == "orchestrationTrigger":
-        _refuse_extra(name, others)
-        orchestration = trigger.get("orchestration") or name
+        problems += _refused(others)
+        orchestration = str(trigger.get("orchestration") or name)
         if not hasattr(handler, "orchestrator_function"):
-            raise AppLoadError(f"function {name!r}: orchestrationTrigger handler is not an SDK orchestrator handle")
-        loaded.orchestrators[str(orchestration)] = OrchestratorFunction(str(orchestration), handler)
+            problems.append("the orchestrationTrigger handler is not an SDK orchestrator handle")
+        if retry is not None:
+            logger.warning(
+                "The retry policy of orchestrator function %r is not applied by the local host: a retried orchestrator "
+                "episode replays the same history and fails the same way (use call_activity_with_retry).",
+                name,
+            )
+        _raise_if(problems)
+        loaded.orchestrators[orchestration] = OrchestratorFunction(orchestration, handler, function_name=name)
     elif kind == "activityTrigger":
-        _refuse_extra(name, others)
+        problems += _refused(others)
         activity = str(trigger.get("activity") or name)
         bound = {str(trigger["name"])}
-        _check_parameters(name, handler, bound)
+        problems += _unbound_parameters(handler, bound | {str(b.get("name")) for b in others})
+        _raise_if(problems)
         loaded.activities[activity] = ActivityFunction(
             name=activity,
             input_parameter=str(trigger["name"]),
             handler=handler,
             is_async=inspect.iscoroutinefunction(handler),
             context_parameter=_context_parameter(handler, bound),
+            retry=retry,
+            function_name=name,
         )
     elif kind == "httpTrigger":
-        loaded.http.append(_http_function(name, trigger, others, handler))
+        http = _http_function(name, trigger, others, handler, problems)
+        _raise_if(problems)
+        assert http is not None
+        http.retry = retry
+        loaded.http.append(http)
     elif kind == "entityTrigger":
-        _refuse_extra(name, others)
+        problems += _refused(others)
         entity = str(trigger.get("entityName") or name)
         if not hasattr(handler, "entity_function"):
-            raise AppLoadError(f"function {name!r}: entityTrigger handler is not an SDK entity handle")
-        loaded.entities[entity] = EntityFunction(entity, handler)
+            problems.append("the entityTrigger handler is not an SDK entity handle")
+        _raise_if(problems)
+        loaded.entities[entity] = EntityFunction(entity, handler, retry=retry, function_name=name)
     elif kind == "timerTrigger":
-        loaded.timers.append(_timer_function(name, trigger, others, handler))
+        timer = _timer_function(name, trigger, others, handler, problems)
+        _raise_if(problems)
+        assert timer is not None
+        timer.retry = retry
+        loaded.timers.append(timer)
     else:
-        raise AppLoadError(
-            f"function {name!r}: trigger {trigger.get('name')!r} of type {kind} is not supported by the local host. "
-            + WHAT_RUNS
-        )
+        problems.insert(0, f"trigger {trigger.get('name')!r} of type {kind} is not supported by the local host.")
+        problems += _refused(others, allowed=("durableClient",))
+        _raise_if(problems)
 
 
 WHAT_RUNS = (
@@ -251,25 +297,72 @@ WHAT_RUNS = (
 )
 
 
-def _refuse_extra(name: str, others: list[dict[str, Any]]) -> None:
-    for binding in others:
-        raise AppLoadError(
-            f"function {name!r}: binding {binding.get('name')!r} of type {binding.get('type')} is not supported "
-            "by the local host. " + WHAT_RUNS
-        )
+def _problems_message(script: Path, problems: list[str]) -> str:
+    heading = (
+        f"{script}: the local host cannot serve this app ({len(problems)} problem{'s' if len(problems) > 1 else ''}):"
+    )
+    text = "\n".join([heading, *(f"  {problem}" for problem in problems)])
+    if any("is not supported by the local host" in problem for problem in problems):
+        text += "\n" + WHAT_RUNS
+    return text
 
 
-def _timer_function(name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any) -> TimerFunction:
-    clients: list[ClientBinding] = []
-    for binding in others:
-        if str(binding.get("type")) != "durableClient":
-            _refuse_extra(name, [binding])
-        clients.append(ClientBinding(str(binding["name"]), binding.get("taskHub"), binding.get("connectionName")))
+def _raise_if(problems: list[str]) -> None:
+    if problems:
+        raise _FunctionError(problems)
+
+
+def _retry_of(function: Any, problems: list[str]) -> RetryPolicy | None:
+    settings = function.get_settings_dict("retry_policy")
+    if not settings:
+        return None
+    try:
+        return policy_from_decorator(settings)
+    except RetryPolicyError as exc:
+        problems.append(str(exc))
+        return None
+
+
+def _refused(others: list[dict[str, Any]], allowed: tuple[str, ...] = ()) -> list[str]:
+    return [
+        f"binding {binding.get('name')!r} of type {binding.get('type')} is not supported by the local host."
+        for binding in others
+        if str(binding.get("type")) not in allowed
+    ]
+
+
+def _unbound_parameters(handler: Callable[..., Any], bound: set[str]) -> list[str]:
+    return [
+        f"parameter {parameter.name!r} has no binding"
+        for parameter in inspect.signature(handler).parameters.values()
+        if parameter.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+        and parameter.name not in bound
+        and parameter.name != "context"
+        and parameter.default is inspect._empty
+    ]
+
+
+def _client_bindings(others: list[dict[str, Any]]) -> list[ClientBinding]:
+    return [
+        ClientBinding(str(binding["name"]), binding.get("taskHub"), binding.get("connectionName"))
+        for binding in others
+        if str(binding.get("type")) == "durableClient"
+    ]
+
+
+def _timer_function(
+    name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any, problems: list[str]
+) -> TimerFunction | None:
+    problems += _refused(others, allowed=("durableClient",))
+    clients = _client_bindings(others)
     schedule = trigger.get("schedule")
     if not isinstance(schedule, str) or not schedule.strip():
-        raise AppLoadError(f"function {name!r}: timerTrigger needs a schedule")
+        problems.append("timerTrigger needs a schedule")
     bound = {str(trigger["name"])} | {c.parameter for c in clients}
-    _check_parameters(name, handler, bound)
+    problems += _unbound_parameters(handler, bound | {str(b.get("name")) for b in others})
+    if problems:
+        return None
+    assert isinstance(schedule, str)
     return TimerFunction(
         name=name,
         timer_parameter=str(trigger["name"]),
@@ -284,25 +377,24 @@ def _timer_function(name: str, trigger: dict[str, Any], others: list[dict[str, A
     )
 
 
-def _http_function(name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any) -> HttpFunction:
-    clients: list[ClientBinding] = []
-    for binding in others:
-        kind = str(binding.get("type"))
-        if kind == "http" and binding.get("name") == "$return":
-            continue
-        if kind == "durableClient":
-            clients.append(ClientBinding(str(binding["name"]), binding.get("taskHub"), binding.get("connectionName")))
-            continue
-        _refuse_extra(name, [binding])
+def _http_function(
+    name: str, trigger: dict[str, Any], others: list[dict[str, Any]], handler: Any, problems: list[str]
+) -> HttpFunction | None:
+    kept = [b for b in others if not (str(b.get("type")) == "http" and b.get("name") == "$return")]
+    problems += _refused(kept, allowed=("durableClient",))
+    clients = _client_bindings(kept)
     route_text = str(trigger.get("route") or name)
+    route: RouteTemplate | None = None
     try:
         route = RouteTemplate.parse(route_text)
     except RouteTemplateError as exc:
-        raise AppLoadError(f"function {name!r}: {exc}") from exc
+        problems.append(str(exc))
     methods = tuple(str(m).upper() for m in (trigger.get("methods") or ())) or _ALL_METHODS
     auth_level = str(trigger.get("authLevel") or "function").lower()
     bound = {str(trigger["name"])} | {c.parameter for c in clients}
-    _check_parameters(name, handler, bound)
+    problems += _unbound_parameters(handler, bound | {str(b.get("name")) for b in kept})
+    if problems or route is None:
+        return None
     return HttpFunction(
         name=name,
         route=route,

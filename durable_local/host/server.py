@@ -1,24 +1,34 @@
 """The aiohttp application: app HTTP routes under the route prefix, the Durable webhooks and RPC base,
-and ``/admin/host/status``. Function invocation follows the Python worker (``func.HttpRequest`` in,
-``func.HttpResponse``/str/bytes out; async handlers on the loop, sync handlers in a thread pool)."""
+``/admin/host/status``, ``POST /admin/functions/{name}`` (``durable_local.host.admin``) and the home page at ``/``.
+Function invocation follows the Python worker (``func.HttpRequest`` in, ``func.HttpResponse``/str/bytes out; async
+handlers on the loop, sync handlers in a thread pool), under the function's retry policy
+(``durable_local.host.retries``).
+
+The home page is the Functions host's ``HomepageMiddleware``: a request for exactly ``/`` that no function answered
+gets an HTML page saying the app is up (200, any method), or 204 when ``AzureWebJobsDisableHomepage`` is ``true``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import unquote
 
 import azure.functions as func
 from aiohttp import web
 
+from durable_local.host.admin import ADMIN_FUNCTIONS, AdminFunctions
 from durable_local.host.client_binding import RPC_PATH, WEBHOOK_PATH, client_binding_json
 from durable_local.host.invoke import InvocationContext, log_invocation
 from durable_local.host.keys import HostKeys, keys_equal
 from durable_local.host.loader import HttpFunction, LoadedApp
+from durable_local.host.retries import Attempts
 from durable_local.host.webhooks import DurableHttpApi
 
 logger = logging.getLogger(__name__)
@@ -38,6 +48,7 @@ class AppServer:
         base_url: Callable[[], str],
         rpc_base_url: Callable[[], str] | None = None,
         sync_workers: int = 16,
+        admin: AdminFunctions | None = None,
     ) -> None:
         self._app = app
         self._api = api
@@ -48,6 +59,7 @@ class AppServer:
         """The public base (``LocalHost.public_base_url``): URLs in answers and ``req.url``, never the Host header."""
         self._rpc_base_url = rpc_base_url or base_url
         self._pool = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="http-fn")
+        self._admin = admin
 
     def build(self) -> web.Application:
         application = web.Application(client_max_size=100 * 1024 * 1024)
@@ -84,9 +96,21 @@ class AppServer:
         lowered = raw_path.lower()
         if lowered.startswith(WEBHOOK_PATH + "/") and not lowered.startswith(RPC_PATH + "/"):
             return await self._webhook(request, raw_path[len(WEBHOOK_PATH) :])
+        name = raw_path[len(ADMIN_FUNCTIONS) :]
+        admin_run = lowered.startswith(ADMIN_FUNCTIONS) and request.method.upper() == "POST" and "/" not in name
+        if admin_run and name and self._admin is not None:  # MVC routes come before the functions' routes on the host
+            return await self._admin.invoke(request, unquote(name))
+        answer = await self._function_route(request, raw_path)
+        if answer is None and raw_path == "/":
+            return _homepage()
+        return answer or web.Response(status=404)
+
+    async def _function_route(self, request: web.Request, raw_path: str) -> web.StreamResponse | None:
+        """The answer of the app's function for this request, or None when no function route matches."""
         prefix = f"/{self._prefix}".lower() if self._prefix else ""
+        lowered = raw_path.lower()
         if prefix and not (lowered == prefix or lowered.startswith(prefix + "/")):
-            return web.Response(status=404)
+            return None
         relative = raw_path[len(prefix) :].strip("/")
         method = request.method.upper()
         for function in self._app.http:
@@ -96,42 +120,77 @@ class AppServer:
             if not self._keys.allows(function.auth_level, request.query, request.headers):
                 return web.Response(status=401)
             return await self._invoke(request, function, values)
-        return web.Response(status=404)
+        return None
 
     async def _invoke(self, request: web.Request, function: HttpFunction, values: dict[str, str]) -> web.StreamResponse:
-        started = time.perf_counter()
         headers: dict[str, str] = {}
         for name, value in request.headers.items():
             key = name.lower()
             headers[key] = f"{headers[key]}, {value}" if key in headers else value
-        http_request = func.HttpRequest(
-            method=request.method.upper(),
-            url=self._base_url() + request.raw_path,
-            headers=headers,
-            params={key: request.query[key] for key in request.query},
-            route_params=values,
-            body=await request.read(),
-        )
+        body = await request.read()
+        attempts = Attempts(function.name, function.retry)
+        while True:
+            started = time.perf_counter()
+            # The host buffers the body and rewinds it: every attempt gets the same request.
+            http_request = func.HttpRequest(
+                method=request.method.upper(),
+                url=self._base_url() + request.raw_path,
+                headers=headers,
+                params={key: request.query[key] for key in request.query},
+                route_params=values,
+                body=body,
+            )
+            try:
+                response = await self._attempt(function, http_request, attempts)
+            except Exception as exc:
+                logger.exception("Function '%s' raised", function.name)
+                log_invocation(function.name, started, f"Failed: {type(exc).__name__}: {exc}")
+                delay = attempts.failed(exc)
+                if delay is None:
+                    return web.Response(status=500, text=f"Exception while executing function: {function.name}")
+                await asyncio.sleep(delay)
+                continue
+            log_invocation(function.name, started, f"Succeeded, status {response.status}")
+            return response
+
+    async def _attempt(
+        self, function: HttpFunction, http_request: func.HttpRequest, attempts: Attempts
+    ) -> web.Response:
         kwargs: dict[str, Any] = {function.request_parameter: http_request}
         for client in function.clients:
             kwargs[client.parameter] = client_binding_json(
                 self._base_url(), self._hub_name, self._keys, task_hub=client.task_hub, rpc_base=self._rpc_base_url()
             )
         if function.context_parameter:
-            kwargs[function.context_parameter] = InvocationContext(function.name, str(self._app.app_dir))
-        try:
-            if function.is_async:
-                result = await function.handler(**kwargs)
-            else:
-                loop = asyncio.get_running_loop()
-                result = await loop.run_in_executor(self._pool, functools.partial(function.handler, **kwargs))
-            response = to_web_response(result)
-        except Exception as exc:
-            logger.exception("Function '%s' raised", function.name)
-            log_invocation(function.name, started, f"Failed: {type(exc).__name__}: {exc}")
-            return web.Response(status=500, text=f"Exception while executing function: {function.name}")
-        log_invocation(function.name, started, f"Succeeded, status {response.status}")
-        return response
+            kwargs[function.context_parameter] = InvocationContext(
+                function.name, str(self._app.app_dir), retry_context=attempts.context
+            )
+        if function.is_async:
+            result = await function.handler(**kwargs)
+        else:
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(self._pool, functools.partial(function.handler, **kwargs))
+        return to_web_response(result)
+
+
+HOMEPAGE = """<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Your Azure Function App is up and running.</title></head>
+<body>
+<h1>Your Functions app is up and running</h1>
+<p>Served by durable_local, the local Durable Functions host. The app's HTTP functions are under its route prefix;
+the Durable HTTP API is under <code>/runtime/webhooks/durabletask</code>.</p>
+</body>
+</html>
+"""
+
+
+def _homepage() -> web.Response:
+    """``HomepageMiddleware``: the page, or 204 No Content when ``AzureWebJobsDisableHomepage`` is ``true``."""
+    # The host's setting name, as written (app settings are environment variables; Linux keeps their case).
+    if os.environ.get("AzureWebJobsDisableHomepage", "").strip().lower() == "true":  # noqa: SIM112
+        return web.Response(status=204)
+    return web.Response(status=200, text=HOMEPAGE, content_type="text/html")
 
 
 def nosniff(response: web.StreamResponse) -> web.StreamResponse:

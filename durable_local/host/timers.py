@@ -16,6 +16,11 @@
 * The function receives what the Python worker decodes from the host's ``TimerInfo`` JSON
   (``{"Schedule": {"AdjustForDST": ...}, "ScheduleStatus": {...} | null, "IsPastDue": ...}``, local times with their
   offset), decoded by ``azure.functions``' own ``TimerRequestConverter``.
+* A retry policy runs inside the invocation (``durable_local.host.retries``): the next occurrence is computed when the
+  last retry has ended. Stopping the host ends a wait between retries.
+* ``TimerHost.run_now`` is a manual run (``POST /admin/functions/{name}``): ``TimerTriggerBinding.BindAsync`` builds a
+  ``TimerInfo`` with the monitor's recorded status and ``IsPastDue`` false; the schedule and its status are left as
+  they are.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any, Protocol
 from durable_local.host.config import HostConfigError
 from durable_local.host.invoke import InvocationContext, log_invocation
 from durable_local.host.loader import ClientBinding, LoadedApp, TimerFunction
+from durable_local.host.retries import Attempts
 from durable_local.host.schedules import Schedule, ScheduleError, parse_schedule
 
 logger = logging.getLogger(__name__)
@@ -253,27 +259,85 @@ class TimerHost:
     ) -> None:
         self._app = app
         self._client_binding = client_binding
-        self.listeners = [
-            TimerListener(f, resolve_schedule(f, environ), invoke=self._invoke, store=store) for f in app.timers
-        ]
+        problems: list[str] = []
+        self.listeners = []
+        for function in app.timers:
+            try:
+                schedule = resolve_schedule(function, environ)
+            except HostConfigError as exc:
+                problems.append(str(exc))
+                continue
+            self.listeners.append(TimerListener(function, schedule, invoke=self._invoke, store=store))
+        if problems:
+            raise HostConfigError("\n".join(problems))
         self._futures: list[Future[None]] = []
+        self._manual: set[asyncio.Task[None]] = set()
+        self._stopping: asyncio.Event | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._futures = [asyncio.run_coroutine_threadsafe(listener.run(), loop) for listener in self.listeners]
 
     def stop(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
-        """Stop scheduling; a running invocation may finish (up to ``timeout`` seconds)."""
+        """Stop scheduling; a running invocation may finish (up to ``timeout`` seconds); waits between retries end."""
         for listener in self.listeners:
             loop.call_soon_threadsafe(listener.stop)
+        loop.call_soon_threadsafe(self._stop_retries)
         deadline = time.monotonic() + timeout
-        for future in self._futures:
+        manual = asyncio.run_coroutine_threadsafe(self._manual_runs(), loop)
+        for future in [*self._futures, manual]:
             try:
                 future.result(timeout=max(0.0, deadline - time.monotonic()))
             except Exception:
                 future.cancel()
                 logger.warning("a timer invocation was still running at shutdown; cancelled")
 
+    def _stop_retries(self) -> None:
+        self._stopping_event().set()
+
+    def _stopping_event(self) -> asyncio.Event:
+        if self._stopping is None:
+            self._stopping = asyncio.Event()
+        return self._stopping
+
+    async def _manual_runs(self) -> None:
+        if self._manual:
+            await asyncio.gather(*self._manual, return_exceptions=True)
+
+    def run_now(self, name: str) -> None:
+        """A manual run of timer function ``name`` (call on the host's loop): started in the background."""
+        listener = next(listener for listener in self.listeners if listener.function.name == name)
+        status = listener.status if listener.monitored else None
+        info = timer_info_json(listener.schedule, status, past_due=False)
+
+        async def run() -> None:
+            try:
+                await self._invoke(listener.function, info)
+            except Exception:
+                logger.exception("Error occurred during the manual invocation of '%s'.", name)
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._manual.add(task)
+        task.add_done_callback(self._manual.discard)
+
     async def _invoke(self, function: TimerFunction, info_json: str) -> None:
+        """One invocation, run again under the function's retry policy until it succeeds or gives up."""
+        attempts = Attempts(function.name, function.retry)
+        stopping = self._stopping_event()
+        while True:
+            try:
+                await self._attempt(function, info_json, attempts)
+                return
+            except Exception as exc:
+                delay = attempts.failed(exc)
+                if delay is None:
+                    raise
+                try:
+                    await asyncio.wait_for(stopping.wait(), timeout=delay)
+                except TimeoutError:
+                    continue
+                raise  # the host is stopping: the invocation ends with its last failure
+
+    async def _attempt(self, function: TimerFunction, info_json: str, attempts: Attempts) -> None:
         from azure.functions import meta
         from azure.functions.timer import TimerRequestConverter
 
@@ -283,7 +347,9 @@ class TimerHost:
         for client in function.clients:
             kwargs[client.parameter] = self._client_binding(client)
         if function.context_parameter:
-            kwargs[function.context_parameter] = InvocationContext(function.name, str(self._app.app_dir))
+            kwargs[function.context_parameter] = InvocationContext(
+                function.name, str(self._app.app_dir), retry_context=attempts.context
+            )
         try:
             if function.is_async:
                 await function.handler(**kwargs)

@@ -164,3 +164,51 @@ def test_the_host_tells_the_app_it_runs_locally_as_func_start_does(monkeypatch: 
         assert os.environ.get("FUNCTIONS_CORETOOLS_ENVIRONMENT") == "true"
     finally:
         served.stop()
+
+
+def test_every_refused_binding_of_every_function_is_reported_at_once(tmp_path: Path) -> None:
+    """The Functions host logs "The 'f' function is in error: ..." for each function it cannot load: one start shows
+    them all. Before, the first refusal stopped the load and an app needed a restart per binding."""
+    (tmp_path / "function_app.py").write_text(
+        textwrap.dedent(
+            """
+            import azure.functions as func
+            app = func.FunctionApp()
+
+            @app.queue_trigger(arg_name="msg", queue_name="work", connection="AzureWebJobsStorage")
+            @app.blob_output(arg_name="copy", path="out/{rand-guid}", connection="AzureWebJobsStorage")
+            def on_message(msg: func.QueueMessage, copy: func.Out[str]) -> None:
+                pass
+
+            @app.route(route="q")
+            @app.queue_output(arg_name="out", queue_name="work", connection="AzureWebJobsStorage")
+            @app.blob_input(arg_name="config", path="c/config.json", connection="AzureWebJobsStorage")
+            def enqueue(req: func.HttpRequest, out: func.Out[str], config: str) -> str:
+                return "x"
+
+            @app.timer_trigger(schedule="0 0 * * * *", arg_name="timer")
+            @app.retry(strategy="fixedDelay", max_retry_count="3", delay_interval="00:00:01")
+            def hourly(timer: func.TimerRequest) -> None:
+                pass
+
+            @app.route(route="fine")
+            def fine(req: func.HttpRequest) -> str:
+                return "ok"
+            """
+        )
+    )
+    with pytest.raises(AppLoadError) as refused:
+        load_app(tmp_path)
+    expected = [
+        "The 'on_message' function is in error: trigger 'msg' of type queueTrigger is not supported by the local host.",
+        "The 'on_message' function is in error: binding 'copy' of type blob is not supported by the local host.",
+        "The 'enqueue' function is in error: binding 'config' of type blob is not supported by the local host.",
+        "The 'enqueue' function is in error: binding 'out' of type queue is not supported by the local host.",
+        "The 'hourly' function is in error: retry strategy 'fixedDelay' must be fixed_delay or exponential_backoff (as "
+        "written: the Python worker sends anything else as the protobuf enum label, which fails indexing)",
+    ]
+    message = str(refused.value)
+    missing = [problem for problem in expected if problem not in message]
+    assert not missing, message
+    assert refused.value.problems == expected and "(5 problems)" in message
+    assert message.count("no emulation of queues") == 1  # what runs here is said once
