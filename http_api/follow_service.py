@@ -194,7 +194,15 @@ async def stop_follow(client: FollowClient, follow: str) -> ApiResponse:
     from orchestrators.follow import STOP_EVENT
 
     await client.raise_event(follow, STOP_EVENT, None)
-    return ApiResponse(202, {"followId": follow, "stopping": True})
+    progress = json_field(getattr(status, "custom_status", None))
+    running = progress.get("running") if isinstance(progress, dict) else None
+    after = running.get("instanceId") if isinstance(running, dict) else None
+    message = (
+        f"the follower finishes its pass {after} (its windows are applied), then ends"
+        if after
+        else "the follower ends at once (it waits for its next wake), or after the pass it starts meanwhile"
+    )
+    return ApiResponse(202, {"followId": follow, "stopping": True, "after": after, "message": message})
 
 
 async def list_follows(client: FollowClient, now: datetime) -> ApiResponse:

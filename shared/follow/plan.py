@@ -185,14 +185,18 @@ def next_wake(spec: FollowSpec, state: FollowState, now: datetime) -> datetime:
     return spec.start + spec.every * steps
 
 
-def status(spec: FollowSpec, state: FollowState, now: datetime, running: Pass | None = None) -> JsonDict:
+def status(
+    spec: FollowSpec, state: FollowState, now: datetime, running: Pass | None = None, *, stopping: bool = False
+) -> JsonDict:
     """The follower's custom status (and, once stopped, its output's view): coverage, provisional windows,
-    failures, pause, last error, lag behind ``now``."""
+    failures, pause, last error, lag behind ``now``; ``stopping`` while it finishes a pass after a stop."""
     provisional = state.provisional
     behind = frontier(spec, now) - state.covered_until
     phase = (
         "stopped"
         if state.stopped
+        else "stopping"
+        if stopping
         else "paused"
         if state.paused
         else "catching up"
