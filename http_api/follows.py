@@ -3,27 +3,32 @@
 * ``POST /api/follows``: start one follower per (tenant, source, filters), or find the running one;
 * ``GET /api/follows[?top=N&continuationToken=...]``: every follower, a page at a time;
 * ``GET /api/follows/{id}``: one follower's coverage, lag and errors;
-* ``POST /api/follows/{id}/stop``: stop it cleanly (it finishes the pass it runs).
+* ``POST /api/follows/{id}/stop``: stop it cleanly (it finishes the pass it runs);
+* the timer ``follow_passes_purge`` (``COLLECTOR_FOLLOW_PURGE_SCHEDULE``): purge followers' finished passes once
+  their day is final (``http_api.follow_purge``).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from datetime import timedelta
 
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api import follow_service
+from http_api import follow_purge, follow_service
 from http_api.common import ApiResponse, answer_with_links, config_error_answer, error
 from http_api.instance_pages import RpcInstancePages, valid_token
 from shared import names
 from shared.clock import utc_now
 from shared.errors import ConfigError
 from shared.follow.state import FOLLOW_PREFIX
-from shared.settings import Settings
+from shared.settings import Settings, follow_purge_schedule
 from shared.sinks import build_sink
 
 bp = df.Blueprint()
+logger = logging.getLogger(__name__)
 
 
 def _respond(req: func.HttpRequest, client: df.DurableOrchestrationClient, result: ApiResponse) -> func.HttpResponse:
@@ -103,3 +108,24 @@ async def follows_stop(req: func.HttpRequest, client: df.DurableOrchestrationCli
     follow = req.route_params.get("id", "")
     bad = _bad_id(follow)
     return _respond(req, client, bad or await follow_service.stop_follow(client, follow))
+
+
+@bp.timer_trigger(schedule=follow_purge_schedule(os.environ), arg_name="timer")  # type: ignore[untyped-decorator]
+@bp.durable_client_input(client_name="client")  # type: ignore[untyped-decorator]
+async def follow_passes_purge(timer: func.TimerRequest, client: df.DurableOrchestrationClient) -> None:
+    """Purge followers' finished passes whose day is final (``COLLECTOR_FOLLOW_PURGE_PASSES``)."""
+    del timer
+    try:
+        settings = Settings.from_env(os.environ)
+    except ConfigError as exc:
+        logger.error("follower passes not purged: %s", exc)
+        return
+    if not settings.follow_purge_passes:
+        return
+    keep = timedelta(hours=settings.follow_purge_after_hours)
+    report = await follow_purge.purge_passes(client, RpcInstancePages(client), utc_now(settings), keep=keep)
+    if report.purged or report.failed:
+        logger.info(
+            "purged %d finished follower passes of final days (%d kept, %d failed)",
+            len(report.purged), report.kept, len(report.failed),
+        )  # fmt: skip

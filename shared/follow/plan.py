@@ -185,6 +185,13 @@ def next_wake(spec: FollowSpec, state: FollowState, now: datetime) -> datetime:
     return spec.start + spec.every * steps
 
 
+def final_before(state: FollowState) -> datetime:
+    """The start of the oldest UTC day not final yet: every day before it is covered to its end, with no window still
+    provisional and none still failed, so no pass will read it again (its passes' instances may be purged)."""
+    starts = [state.covered_until, *(c.start for c in state.provisional), *(f.chunk.start for f in state.failures)]
+    return day_start(day_of(min(starts)))
+
+
 def status(
     spec: FollowSpec, state: FollowState, now: datetime, running: Pass | None = None, *, stopping: bool = False
 ) -> JsonDict:
@@ -229,5 +236,6 @@ def status(
         "passes": state.passes,
         "cycles": state.cycles,
         "nextWakeAt": iso(state.next_wake) if state.next_wake else None,
+        "finalBefore": iso(final_before(state)),
         "at": iso(now),
     }
