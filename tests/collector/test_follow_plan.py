@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from shared.follow.plan import MAX_NEW_WINDOWS, RETRY_CAP, apply, frontier, next_wake, plan
-from shared.follow.state import FollowSpec, FollowState, day_collection_id, follow_id
+from shared.follow.plan import MAX_LISTED, MAX_NEW_WINDOWS, RETRY_CAP, apply, frontier, next_wake, plan, status
+from shared.follow.state import FollowSpec, FollowState, WindowFailure, day_collection_id, follow_id
 from shared.models import Chunk, iso
 from shared.requests.run_options import RunOptions
 from shared.timeline.latency import AUDIT_LATENCY
@@ -204,3 +204,29 @@ def test_a_window_is_read_again_in_the_cycle_its_band_ends_not_one_later() -> No
     assert [p.settle for p in plan(SPEC, state, window.end + AUDIT_LATENCY - timedelta(seconds=1))] == [()]
     (on_time,) = [p for p in plan(SPEC, state, window.end + AUDIT_LATENCY) if p.settle]
     assert on_time.settle == (window,)
+
+
+def test_a_pass_without_a_manifest_keeps_its_days_provisional_windows() -> None:
+    """The manifest was not written (``provisionalWindows`` missing): nothing read again counts as final, so the day's
+    provisional windows stay, and the pass's new windows join them."""
+    earlier = windows(START, 2)
+    state = FollowState(covered_until=START + 30 * MIN, provisional=list(earlier))
+    now = START + timedelta(hours=3)
+    (first,) = plan(SPEC, state, now)
+    assert apply(SPEC, state, first, {"status": "Completed", "failures": [], "provisionalWindows": None}, now)
+    assert state.provisional == sorted({*earlier, *first.new}, key=lambda c: c.start)
+
+
+def test_the_status_says_catching_up_only_when_more_than_one_window_waits() -> None:
+    state = FollowState(covered_until=START)
+    one_due = START + SPEC.delay + SPEC.interval  # exactly one window closed the usual delay ago
+    assert status(SPEC, state, one_due)["status"] == "following"
+    assert status(SPEC, state, one_due + SPEC.interval)["status"] == "catching up"
+
+
+def test_the_status_lists_the_newest_failures() -> None:
+    failed = [WindowFailure(c, "query_failed", "boom", 1, START) for c in windows(START, 25)]
+    state = FollowState(covered_until=START + timedelta(days=1), failures=failed)
+    shown = status(SPEC, state, START + timedelta(days=1))
+    assert shown["failureCount"] == 25 and len(shown["failures"]) == MAX_LISTED == 20
+    assert shown["failures"][0]["chunk"] == failed[5].chunk.to_json(), "the newest 20, oldest first"

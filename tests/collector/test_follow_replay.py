@@ -73,3 +73,15 @@ def test_a_follower_that_caught_up_sleeps_until_its_next_wake() -> None:
     (timer,) = [t for t in follower.timers if t.message.execution_id == follower.execution]
     assert timer.visible_at == state.next_wake, "its timer is set for the next wake, not now"
     assert not follower.fire_timers(), "nothing fires before then"
+
+
+def test_a_pass_answering_something_other_than_an_object_counts_as_failed_and_cycles_are_counted() -> None:
+    follower = Follower(payload(NOW - 6 * HOUR))
+    follower.run_until_pass()
+    follower.deliver([follower.pass_answer("not an object")])  # type: ignore[arg-type]
+    state = _state(follower)
+    assert state.last_error and state.last_error["kind"] == "pass_failed" and state.cycles == 1
+    follower.now += HOUR
+    follower.run_until_pass()
+    follower.deliver([follower.pass_answer(written(follower.passes[-1][2]))])
+    assert _state(follower).cycles == 2
