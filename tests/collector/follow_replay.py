@@ -26,14 +26,14 @@ HOUR = timedelta(hours=1)
 
 @functools.cache
 def follow_handle() -> Callable[[str], str]:
-    import function_app
+    """The follower orchestrator's handle, as its trigger builds it (``Orchestrator.create`` over the generator the
+    trigger delegates to); not through ``function_app``: the SDK indexes an app's functions once per process, and
+    ``tests.collector.replay_driver`` does."""
+    import azure.durable_functions as df
 
-    for function in function_app.app.get_functions():
-        if function.get_trigger().type == "orchestrationTrigger" and function.get_function_name() == (
-            names.ORCHESTRATOR_FOLLOW
-        ):
-            return function.get_user_function()  # type: ignore[no-any-return]
-    raise AssertionError("no follower orchestrator registered")
+    from orchestrators.follow import follow
+
+    return df.Orchestrator.create(follow)  # type: ignore[no-any-return]
 
 
 def payload(start: datetime, covered: datetime | None = None) -> dict[str, Any]:
