@@ -1,4 +1,5 @@
-"""The HTTP API: starters, status, cancel, retry-failed, follows, doctor and the live pages (function auth level).
+"""The HTTP API: starters, status, cancel, retry-failed, follows, doctor and the live pages (function auth level), and
+the timer that purges followers' finished passes (``follow_purge``).
 
 Thin triggers (``collections``, ``follows``, ``doctor``, ``view``) over plain async functions (``service``,
 ``follow_service``, ``retry_chain``, ``cancel``) and code only the API runs: request JSON parsing (``request_json``),

@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from activities.manifest import write_manifest
+from http_api import follow_routes
 from http_api.budget_slots import BudgetToken, no_token, release_collection
 from http_api.common import (
     ACTIVE,
@@ -64,6 +65,9 @@ async def cancel_collection(
     """Cancel the running link of the chain ``collection_id`` belongs to (itself, or a retry of it);
     ``budget_token`` gives the token the budget entity expects with that collection's release."""
     status = await client.get_status(collection_id, False, False, True)
+    refused = follow_routes.refuse(collection_id, status, "cancel")
+    if refused is not None:
+        return refused
     if runtime_status(status) is None:
         return error(404, "id", "not_found", f"no collection {collection_id}")
     payload = json_field(getattr(status, "input_", None))

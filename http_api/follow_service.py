@@ -1,5 +1,6 @@
 """The follows API as plain async functions over a Durable client: start (or find, or resume) a follower, its
-summary, stop it, list the followers. The triggers (``http_api.follows``) stay one-liners.
+summary, stop it, list the followers (every one, paging with the management API's continuation token:
+``http_api.instance_pages``). The triggers (``http_api.follows``) stay one-liners.
 
 A follower's instance id is its key's digest (``shared.follow.state.follow_id``), so a second start for the same
 (tenant, source, filters) finds the running one: 200 with it when the request agrees, 409 ``conflict`` naming the first
@@ -10,11 +11,13 @@ ends, its provisional windows and failures kept: a restart never leaves a gap.
 from __future__ import annotations
 
 import logging
+import re
 from datetime import datetime
 from typing import Any, Protocol
 
 from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
 from http_api.follow_request import FollowRequest, validate_follow_request
+from http_api.instance_pages import PAGE_SIZE, InstancePages, ListingError
 from http_api.request_json import parse_request_json
 from shared import names
 from shared.follow.plan import status as follow_status
@@ -38,11 +41,6 @@ class FollowClient(Protocol):
                          show_input: bool = ...) -> Any: ...  # fmt: skip
 
     async def raise_event(self, instance_id: str, event_name: str, event_data: Any = ...) -> None: ...
-
-    async def get_status_by(self, created_time_from: datetime | None = ..., created_time_to: datetime | None = ...,
-                            runtime_status: Any = ...) -> list[Any]: ...  # fmt: skip
-
-    async def get_status_all(self) -> list[Any]: ...
 
 
 def output_prefix(tenant_id: str, follow: str) -> str:
@@ -152,7 +150,11 @@ def _last_state(status: Any, *, resuming: bool = False) -> tuple[FollowSpec, Fol
 
 async def follow_summary(client: FollowClient, follow: str, now: datetime) -> ApiResponse:
     """What a follower covers, what is provisional, failures, pause, last error and lag behind ``now``."""
-    status = await client.get_status(follow, False, False, True)
+    return summary_of(follow, await client.get_status(follow, False, False, True), now)
+
+
+def summary_of(follow: str, status: Any, now: datetime) -> ApiResponse:
+    """``follow_summary`` over a status already read (a list page's, or ``get_status``'s with its input)."""
     runtime = runtime_status(status)
     if runtime is None or getattr(status, "name", names.ORCHESTRATOR_FOLLOW) not in (names.ORCHESTRATOR_FOLLOW, None):
         return error(404, "id", "not_found", f"no follower {follow}")
@@ -194,28 +196,51 @@ async def stop_follow(client: FollowClient, follow: str) -> ApiResponse:
     from orchestrators.follow import STOP_EVENT
 
     await client.raise_event(follow, STOP_EVENT, None)
-    return ApiResponse(202, {"followId": follow, "stopping": True})
+    progress = json_field(getattr(status, "custom_status", None))
+    running = progress.get("running") if isinstance(progress, dict) else None
+    after = running.get("instanceId") if isinstance(running, dict) else None
+    message = (
+        f"the follower finishes its pass {after} (its windows are applied), then ends"
+        if after
+        else "the follower ends at once (it waits for its next wake), or after the pass it starts meanwhile"
+    )
+    return ApiResponse(202, {"followId": follow, "stopping": True, "after": after, "message": message})
 
 
-async def list_follows(client: FollowClient, now: datetime) -> ApiResponse:
-    """The hub's followers (each continues as new every cycle, so a running one was created within a day)."""
-    from datetime import timedelta
+LIST_TOP = 100
+"""Followers one ``GET /api/follows`` answers by default (at least: it never cuts a page of the management API)."""
+MAX_LIST_TOP = 1000
+_FOLLOWER_ID = re.compile(rf"{FOLLOW_PREFIX}[a-z]+-[0-9a-f]{{12}}")
 
-    statuses = await client.get_status_by(created_time_from=now - timedelta(days=1))
-    if not any(_is_follower(s) for s in statuses):
-        statuses = await client.get_status_all()
-    rows = []
-    for status in statuses:
-        if not _is_follower(status):
-            continue
-        found = await follow_summary(client, str(status.instance_id), now)
-        if found.status == 200:
-            rows.append(found.body)
+
+async def list_follows(
+    client: FollowClient, pages: InstancePages, now: datetime, *, top: int = LIST_TOP, token: str | None = None
+) -> ApiResponse:
+    """The hub's followers, whatever their age or state, a page at a time: the instances whose id starts with
+    ``follow-`` (followers and their passes), a management API page after another, until ``top`` followers are
+    listed or the pages end. A page is never cut, so the next call (``continuationToken``) misses none."""
+    rows: list[JsonDict] = []
+    while True:
+        try:
+            statuses, token = await pages.page(prefix=FOLLOW_PREFIX, top=min(PAGE_SIZE, top), token=token)
+        except ListingError as exc:
+            return error(502, "continuationToken", "listing_failed", str(exc))
+        for status in statuses:
+            if not _is_follower(status):
+                continue
+            follow = str(status.instance_id)
+            found = summary_of(follow, status, now)
+            if found.status != 200:  # nothing published yet (its first episode has not run): read its input
+                found = await follow_summary(client, follow, now)
+            if found.status == 200:
+                rows.append(found.body)
+        if token is None or len(rows) >= top:
+            break
     rows.sort(key=lambda row: str(row.get("followId")))
-    return ApiResponse(200, {"follows": rows})
+    return ApiResponse(200, {"follows": rows, "continuationToken": token})
 
 
 def _is_follower(status: Any) -> bool:
-    return getattr(status, "name", None) == names.ORCHESTRATOR_FOLLOW and str(
-        getattr(status, "instance_id", "")
-    ).startswith(FOLLOW_PREFIX)
+    return getattr(status, "name", None) == names.ORCHESTRATOR_FOLLOW and bool(
+        _FOLLOWER_ID.fullmatch(str(getattr(status, "instance_id", "")))
+    )

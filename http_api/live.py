@@ -60,6 +60,9 @@ def header(payload: Any, spec: CollectionSpec | None) -> JsonDict:
         "startedAt": payload.get("startedAt"),
         "filters": spec.filters if spec else {},
     }
+    if isinstance(request.get("follow"), str):  # a follower's pass: the follower retries and stops it, not its page
+        out["follow"] = request["follow"]
+        out["pass"] = request.get("pass")
     if spec is not None and spec.plan is not None:
         out["startDate"], out["endDate"] = iso(spec.plan.start), iso(spec.plan.end)
         out["intervalMinutes"] = spec.plan.interval.total_seconds() / 60

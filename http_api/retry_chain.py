@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from activities.manifest_windows import coverage_gaps, union_windows
-from http_api import reuse
+from http_api import follow_routes, reuse
 from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
 from http_api.plan_report import plan_report
@@ -56,6 +56,9 @@ async def retry_failed(
     were in the root's), so a collection an E5 tenant could start can also be retried.
     """
     status = await client.get_status(collection_id, False, False, True)
+    refused = follow_routes.refuse(collection_id, status, "retry-failed")
+    if refused is not None:
+        return refused
     runtime = runtime_status(status)
     if runtime is None:
         return error(404, "id", "not_found", f"no collection {collection_id}")

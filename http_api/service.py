@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from http_api import live, reuse
+from http_api import follow_routes, live, reuse
 from http_api.common import ACTIVE, ApiResponse, DurableClient, cancelled_reason, orchestration_input
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
@@ -153,6 +153,9 @@ async def collection_summary(
     live page shows (the collection's header from its input, and the chunk grid). A cancelled collection
     (``POST .../cancel``) says so; its manifest, which the cancel wrote, is looked up through ``sink_of``."""
     status = await client.get_status(collection_id, False, False, True)
+    refused = follow_routes.refuse(collection_id, status, "summary")  # a follower's id: what to use instead
+    if refused is not None:
+        return refused
     runtime = _runtime_status(status)
     if runtime is None:
         return _error(404, "id", "not_found", f"no collection {collection_id}")

@@ -1,13 +1,12 @@
 """The follower orchestrator: one eternal orchestration per (tenant, source, filters) keeps its audit log flowing.
 
-Each execution is one step of a cycle (``shared.follow.plan``): it runs the passes that are due one after another,
-each a collection (the collect orchestrator as a sub-orchestration, over the day's windows that are due, with the
-day's collection id, so every read of a window lands on that window's one object), applies each pass's output and
-continues as new with its state; an execution with nothing due waits for the next wake on a durable timer, or for a
-``stop`` event. History
-therefore holds one cycle whatever the follower's age, and a host that was down for hours resumes the timer that
-came due and catches up from where coverage ends, at most ``MAX_NEW_WINDOWS`` per cycle, each pass K-bounded like
-any collection (and taking the tenant budget like any collection).
+Each execution is one cycle (``shared.follow.plan``): it waits for its wake on a durable timer (or a ``stop`` event,
+honoured whenever it comes: after the pass it interrupts), runs the passes that are due one after another, each a
+collection (the collect orchestrator as a sub-orchestration, over the day's windows that are due, with the day's
+collection id, so every read of a window lands on that window's one object), applies each pass's output and
+continues as new with its state. History therefore holds one cycle whatever the follower's age, and a host that was
+down for hours resumes the timer that came due and catches up from where coverage ends, at most ``MAX_NEW_WINDOWS``
+per cycle, each pass K-bounded like any collection (and taking the tenant budget like any collection).
 
 Deterministic: only ``current_utc_datetime``, the pure planning functions and the passes' outputs decide.
 """
@@ -54,47 +53,67 @@ def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
 
 
 def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
-    """One cycle: the due passes, then a wait for the next wake (or ``stop``), then continue as new."""
+    """One cycle: wait for the wake (or ``stop``), run the due passes, continue as new.
+
+    ``stop`` has one waiter per execution, created by its first action, so a stop is honoured whenever it is sent
+    (docs/follow.md, "Stop"): while the follower waits, the waiter wins at once; while a pass runs, the waiter takes
+    it (the extension and the SDK deliver an event to a waiter created before it arrived, even one whose ``task_any``
+    has completed) and the follower ends when that pass has been applied; one processed after the execution reached
+    ``continue_as_new`` is carried into the next execution by DTFx, where the new waiter takes it first. Without a
+    waiter an execution's events are dropped at ``continue_as_new`` (the shim never preserves them)."""
     payload = context.get_input()
     if not isinstance(payload, dict):
         raise TypeError(f"follow_orchestrator expects an object input, got {type(payload).__name__}")
     spec = FollowSpec.from_json(payload["spec"])
     state = FollowState.from_json(payload["state"])
+    now = context.current_utc_datetime
+    wake = state.next_wake if state.next_wake is not None and state.next_wake > now else now
+    stop = context.wait_for_external_event(STOP_EVENT)
+    timer = context.create_timer(wake)
+    context.set_custom_status(status(spec, state, now))
+    winner = yield context.task_any([timer, stop])
+    if winner is stop:
+        timer.cancel()
+        return _stopped(context, spec, state)
     passes = plan(spec, state, context.current_utc_datetime)
     for due in passes:
         context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due))
+        collection = context.call_sub_orchestrator(
+            names.ORCHESTRATOR_COLLECT, pass_input(spec, due, context.current_utc_datetime), due.instance_id
+        )
+        # ``stop`` is scheduled already: the SDK reports this WhenAny with the pass alone, so the shim waits for the
+        # pass while the code wakes for a stop, says "stopping" and waits for the pass again (no new action).
+        first = yield context.task_any([collection, stop])
+        if first is stop:
+            context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due, stopping=True))
         failed: str | None = None
         try:
-            output = yield context.call_sub_orchestrator(
-                names.ORCHESTRATOR_COLLECT, pass_input(spec, due, context.current_utc_datetime), due.instance_id
-            )
+            output = yield collection
         except Exception as exc:  # the collection itself failed (a bug, not an audit API answer): try again later
             output, failed = None, redact(str(exc))[:300]
         going = apply(spec, state, due, output if isinstance(output, dict) else None, context.current_utc_datetime)
         if failed is not None and state.last_error is not None:
             state.last_error["message"] = failed
+        if stop.is_completed:
+            return _stopped(context, spec, state)  # after the pass it ran: its windows are applied
         if not going:
             break  # the service refuses: no other pass now, the next wake tries again
     state.cycles += 1
     now = context.current_utc_datetime
     state.next_wake = next_wake(spec, state, now)
     context.set_custom_status(status(spec, state, now))
-    # After passes, the wait happens in a fresh execution: its input then holds the state the passes left, which is
-    # where a follower terminated while waiting resumes, and its history stays a few events long while it waits.
-    if not passes and state.next_wake > now:
-        # The stop event is created only here, where it is awaited: the extension's shim awaits actions in order,
-        # and an event raised meanwhile (or carried over from an earlier execution) is delivered when it is awaited.
-        timer = context.create_timer(state.next_wake)
-        stop = context.wait_for_external_event(STOP_EVENT)
-        winner = yield context.task_any([timer, stop])
-        if winner is stop:
-            timer.cancel()
-            state.stopped = True
-            final = status(spec, state, context.current_utc_datetime)
-            context.set_custom_status(final)
-            return {**final, "spec": spec.to_json(), "state": state.to_json()}
+    # The wait for the next wake happens in the next execution: its input then holds the state the passes left, which
+    # is where a follower terminated while waiting resumes, and its history stays a few events long while it waits.
     context.continue_as_new({**payload, "spec": spec.to_json(), "state": state.to_json()})
     return None
+
+
+def _stopped(context: df.DurableOrchestrationContext, spec: FollowSpec, state: FollowState) -> JsonDict:
+    """The follower's output once stopped: its status and its state (where a start of the same key resumes)."""
+    state.stopped = True
+    final = status(spec, state, context.current_utc_datetime)
+    context.set_custom_status(final)
+    return {**final, "spec": spec.to_json(), "state": state.to_json()}
 
 
 @bp.orchestration_trigger(context_name="context", orchestration=names.ORCHESTRATOR_FOLLOW)  # type: ignore[untyped-decorator]

@@ -79,6 +79,17 @@ DEFAULT_TASK_HUB = "UalCollector"
 PLATFORM_SETTINGS = hosting.PLATFORM_SETTINGS
 """Set by Azure or the local host, never by users: how the app knows where it runs (``shared.hosting.platform``)."""
 
+FOLLOW_PURGE_SCHEDULE_SETTING = "COLLECTOR_FOLLOW_PURGE_SCHEDULE"
+DEFAULT_FOLLOW_PURGE_SCHEDULE = "0 */15 * * * *"
+
+
+def follow_purge_schedule(env: Mapping[str, str]) -> str:
+    """The NCRONTAB schedule of the timer that purges followers' finished passes. A timer's schedule is fixed when the
+    app is indexed, so it is read then (not with ``Settings``, which is built per call); the host refuses a bad one
+    ("The 'follow_passes_purge' function is in error")."""
+    return env.get(FOLLOW_PURGE_SCHEDULE_SETTING, "").strip() or DEFAULT_FOLLOW_PURGE_SCHEDULE
+
+
 BUDGET_KEY_SETTING = "COLLECTOR_BUDGET_SECRET"
 BUDGET_KEY_CHARS = 32
 
@@ -137,6 +148,11 @@ class Settings:
     follow_delay_minutes: int = 90
     """A follower reads a window first once it closed this long ago: the service's usual delay (availability is
     "typically 60 to 90 minutes"), so a first read is not mostly empty."""
+    follow_purge_passes: bool = True
+    """Purge a follower's finished pass instances (status and history; the output stays) once their day is final
+    (``http_api.follow_purge``, on the timer ``follow_passes_purge``)."""
+    follow_purge_after_hours: float = 0.0
+    """How long a finished pass is kept after its day turned final (and after it ended) before it is purged."""
     settle_default: bool = False
     """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
     late-arrival band has passed (``orchestrators.settle``)."""
@@ -274,6 +290,10 @@ class Settings:
             settle_default=reader.flag("COLLECTOR_SETTLE_DEFAULT", d.settle_default),
             follow_every_minutes=reader.number("COLLECTOR_FOLLOW_EVERY_MINUTES", d.follow_every_minutes, int, 1, 1440),
             follow_delay_minutes=reader.number("COLLECTOR_FOLLOW_DELAY_MINUTES", d.follow_delay_minutes, int, 0, 1440),
+            follow_purge_passes=reader.flag("COLLECTOR_FOLLOW_PURGE_PASSES", d.follow_purge_passes),
+            follow_purge_after_hours=reader.number(
+                "COLLECTOR_FOLLOW_PURGE_AFTER_HOURS", d.follow_purge_after_hours, float, 0, 8760
+            ),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             exchange_target_fraction=reader.number(

@@ -362,6 +362,19 @@
     if (failures.length > MAX_ROWS) note = "Showing " + MAX_ROWS + " of " + number(failures.length) + "; the manifest lists all.";
     setText("fail-note", note);
     const retry = document.getElementById("retry");
+    const follow = (s.collection || {}).follow;
+    if (follow) {
+      // A follower's pass: the follower retries its failed windows itself, into the same day collection; a retry
+      // collection would write them a second time (POST .../retry-failed answers 409 on a pass).
+      retry.hidden = true;
+      const link = el("a", follow);
+      link.href = withCode(collectionsPath.replace(/\/collections$/, "/follows") + "/" + encodeURIComponent(follow));
+      link.id = "follow-link";
+      document.getElementById("retry-result").replaceChildren(el("span", "A pass of follower "), link,
+        el("span", ": the follower retries its failed windows itself (on a back-off) and is stopped as a whole "
+          + "(POST /api/follows/" + follow + "/stop)."));
+      return;
+    }
     const retryable = ended && (failures.length > 0 || s.status === "Failed" || s.status === "Cancelled");
     retry.disabled = !retryable || retry.dataset.busy === "1";
     retry.title = retryable ? "" : (ended ? "nothing failed" : "available when the collection ends");

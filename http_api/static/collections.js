@@ -47,10 +47,20 @@
     return tr;
   }
 
+  const MAX_FOLLOW_PAGES = 20;
   async function followers() {
-    const answer = await call(followsPath);
-    if (answer.status !== 200 || !answer.body) return false;
-    const rows = answer.body.follows.map(followRow);
+    // Every follower: the API answers a page at a time and names the next one (continuationToken).
+    const follows = [];
+    let token = null;
+    for (let page = 0; page < MAX_FOLLOW_PAGES; page += 1) {
+      const answer = await call(followsPath + (token ? "?continuationToken=" + encodeURIComponent(token) : ""));
+      if (answer.status !== 200 || !answer.body) return false;
+      follows.push(...answer.body.follows);
+      token = answer.body.continuationToken;
+      if (!token) break;
+    }
+    setText("follows-more", token ? "More followers exist beyond these " + number(follows.length) + "." : "");
+    const rows = follows.map(followRow);
     if (!rows.length) {
       const empty = el("tr", null, "empty");
       const cell = el("td", "No followers.");
@@ -59,7 +69,7 @@
       rows.push(empty);
     }
     document.querySelector("#follows tbody").replaceChildren(...rows);
-    return answer.body.follows.some((f) => !TERMINAL.has(f.runtimeStatus));
+    return follows.some((f) => !TERMINAL.has(f.runtimeStatus));
   }
 
   async function tick() {

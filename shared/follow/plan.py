@@ -185,14 +185,25 @@ def next_wake(spec: FollowSpec, state: FollowState, now: datetime) -> datetime:
     return spec.start + spec.every * steps
 
 
-def status(spec: FollowSpec, state: FollowState, now: datetime, running: Pass | None = None) -> JsonDict:
+def final_before(state: FollowState) -> datetime:
+    """The start of the oldest UTC day not final yet: every day before it is covered to its end, with no window still
+    provisional and none still failed, so no pass will read it again (its passes' instances may be purged)."""
+    starts = [state.covered_until, *(c.start for c in state.provisional), *(f.chunk.start for f in state.failures)]
+    return day_start(day_of(min(starts)))
+
+
+def status(
+    spec: FollowSpec, state: FollowState, now: datetime, running: Pass | None = None, *, stopping: bool = False
+) -> JsonDict:
     """The follower's custom status (and, once stopped, its output's view): coverage, provisional windows,
-    failures, pause, last error, lag behind ``now``."""
+    failures, pause, last error, lag behind ``now``; ``stopping`` while it finishes a pass after a stop."""
     provisional = state.provisional
     behind = frontier(spec, now) - state.covered_until
     phase = (
         "stopped"
         if state.stopped
+        else "stopping"
+        if stopping
         else "paused"
         if state.paused
         else "catching up"
@@ -225,5 +236,6 @@ def status(spec: FollowSpec, state: FollowState, now: datetime, running: Pass | 
         "passes": state.passes,
         "cycles": state.cycles,
         "nextWakeAt": iso(state.next_wake) if state.next_wake else None,
+        "finalBefore": iso(final_before(state)),
         "at": iso(now),
     }

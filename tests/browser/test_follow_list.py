@@ -1,5 +1,6 @@
 """The collections list page in headless Chromium lists followers beside collections: what each covers, how far it
-is behind, what may still gain late records, and its last error, as text."""
+is behind, what may still gain late records, and its last error, as text; a pass's live page offers no retry (the
+follower retries its windows itself) and names its follower."""
 
 from __future__ import annotations
 
@@ -34,3 +35,10 @@ def test_the_list_page_shows_followers(make_emulator: MakeEmulator, tmp_path: Pa
         assert cells[4].startswith(start.strftime("%Y-%m-%d %H:%M:%S"))
         assert "windows, final after" in cells[6] and cells[7] == "0" and cells[8] == "\u2014"
         assert page.inner_text("#list tbody") == "No collections yet.", "its passes are under it, not listed"
+
+        passes = sorted(i["instanceId"] for i in host.instances() if i["instanceId"].startswith(f"{follow}-"))
+        page.goto(f"{host.base}/api/collections/{passes[0]}/view")
+        page.wait_for_selector("#follow-link", timeout=60_000)
+        assert page.inner_text("#follow-link") == follow
+        assert not page.is_visible("#retry"), "no retry that would collect the follower's windows a second time"
+        assert "retries its failed windows itself" in page.inner_text("#retry-result")

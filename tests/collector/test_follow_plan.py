@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from shared.follow.plan import MAX_NEW_WINDOWS, apply, frontier, next_wake, plan
-from shared.follow.state import FollowSpec, FollowState, day_collection_id, follow_id
+from shared.follow.plan import MAX_LISTED, MAX_NEW_WINDOWS, RETRY_CAP, apply, frontier, next_wake, plan, status
+from shared.follow.state import FollowSpec, FollowState, WindowFailure, day_collection_id, follow_id
 from shared.models import Chunk, iso
 from shared.requests.run_options import RunOptions
 from shared.timeline.latency import AUDIT_LATENCY
@@ -148,3 +149,84 @@ def test_state_survives_continue_as_new() -> None:
     again = FollowState.from_json(state.to_json())
     assert again == state
     assert FollowSpec.from_json(SPEC.to_json()) == SPEC
+
+
+def test_the_first_days_scope_begins_where_the_follower_does_not_at_midnight() -> None:
+    """A follower started at 06:00 covers its first day from 06:00: a scope from midnight would list six hours no
+    window covers as a gap of that day's manifest."""
+    late_start = START + timedelta(hours=6)
+    spec = replace(SPEC, start=late_start)
+    (first,) = plan(spec, FollowState(covered_until=late_start), late_start + timedelta(hours=3))
+    assert first.scope["ranges"] == [
+        {"start": iso(late_start), "end": iso(late_start + timedelta(hours=1, minutes=30))}
+    ]
+    (next_day,) = plan(spec, FollowState(covered_until=START + timedelta(days=1)), START + timedelta(days=1, hours=3))
+    assert next_day.scope["ranges"][0]["start"] == iso(START + timedelta(days=1)), "a later day begins at midnight"
+
+
+def test_the_back_off_of_a_failed_window_doubles_up_to_six_hours() -> None:
+    state = FollowState(covered_until=START)
+    now = START + timedelta(hours=2)
+    (first,) = plan(SPEC, state, now)
+    bad = first.new[0]
+    failure = {"chunk": bad.to_json(), "kind": "query_failed", "message": "the query failed", "attempts": 4}
+    assert apply(SPEC, state, first, ok(*first.new[1:], failures=[failure]), now)
+    waits = [state.failures[0].retry_at - now]
+    for _ in range(8):
+        now = state.failures[0].retry_at
+        (retry,) = [p for p in plan(SPEC, state, now) if bad in p.retry]
+        assert apply(SPEC, state, retry, ok(failures=[failure]), now)
+        waits.append(state.failures[0].retry_at - now)
+    assert waits[:5] == [15 * MIN, 30 * MIN, 60 * MIN, 120 * MIN, 240 * MIN]
+    assert waits[5:] == [RETRY_CAP] * 4 == [timedelta(hours=6)] * 4, "capped, not 8, 16, 32 hours"
+    assert state.failures[0].attempts == 9
+
+
+def test_a_failed_read_again_leaves_the_window_provisional_not_failed() -> None:
+    """A window read again whose new read failed keeps its earlier read (collected, provisional): it is read again at
+    the next cycle, and it is no failed window (a failure would send it to the retries and the manifest's failures)."""
+    window = windows(START, 1)[0]
+    state = FollowState(covered_until=START + timedelta(hours=2), provisional=[window])
+    now = window.end + AUDIT_LATENCY
+    (again,) = [p for p in plan(SPEC, state, now) if p.settle]
+    assert again.settle == (window,)
+    failure = {"chunk": window.to_json(), "kind": "query_failed", "message": "the query failed", "attempts": 4}
+    assert apply(SPEC, state, again, ok(window, failures=[failure]), now)
+    assert state.failures == [] and window in state.provisional
+    assert state.last_error and state.last_error["window"] == window.label(), "the error is still reported"
+    (next_try,) = [p for p in plan(SPEC, state, now + 15 * MIN) if p.settle]
+    assert next_try.settle == (window,), "read again at the next cycle"
+
+
+def test_a_window_is_read_again_in_the_cycle_its_band_ends_not_one_later() -> None:
+    window = windows(START, 1)[0]
+    state = FollowState(covered_until=START + timedelta(hours=2), provisional=[window])
+    assert [p.settle for p in plan(SPEC, state, window.end + AUDIT_LATENCY - timedelta(seconds=1))] == [()]
+    (on_time,) = [p for p in plan(SPEC, state, window.end + AUDIT_LATENCY) if p.settle]
+    assert on_time.settle == (window,)
+
+
+def test_a_pass_without_a_manifest_keeps_its_days_provisional_windows() -> None:
+    """The manifest was not written (``provisionalWindows`` missing): nothing read again counts as final, so the day's
+    provisional windows stay, and the pass's new windows join them."""
+    earlier = windows(START, 2)
+    state = FollowState(covered_until=START + 30 * MIN, provisional=list(earlier))
+    now = START + timedelta(hours=3)
+    (first,) = plan(SPEC, state, now)
+    assert apply(SPEC, state, first, {"status": "Completed", "failures": [], "provisionalWindows": None}, now)
+    assert state.provisional == sorted({*earlier, *first.new}, key=lambda c: c.start)
+
+
+def test_the_status_says_catching_up_only_when_more_than_one_window_waits() -> None:
+    state = FollowState(covered_until=START)
+    one_due = START + SPEC.delay + SPEC.interval  # exactly one window closed the usual delay ago
+    assert status(SPEC, state, one_due)["status"] == "following"
+    assert status(SPEC, state, one_due + SPEC.interval)["status"] == "catching up"
+
+
+def test_the_status_lists_the_newest_failures() -> None:
+    failed = [WindowFailure(c, "query_failed", "boom", 1, START) for c in windows(START, 25)]
+    state = FollowState(covered_until=START + timedelta(days=1), failures=failed)
+    shown = status(SPEC, state, START + timedelta(days=1))
+    assert shown["failureCount"] == 25 and len(shown["failures"]) == MAX_LISTED == 20
+    assert shown["failures"][0]["chunk"] == failed[5].chunk.to_json(), "the newest 20, oldest first"

@@ -178,3 +178,36 @@ def test_a_worker_that_cached_the_earlier_reads_ids_does_not_use_them_for_the_re
     api.records = sorted([*api.records, *late], key=lambda r: str(r["createdDateTime"]))
     summary = calls(api, sink, stale=earlier_part)
     assert (summary.records, summary.late) == (10, 3)
+
+
+def test_a_complete_read_of_a_window_first_read_incomplete_replaces_its_summary() -> None:
+    """The same records, but this read is complete: the summary must stop saying "incomplete" (the manifest would
+    list the window as incomplete for good)."""
+    sink = MemorySink()
+    first = write_window(
+        sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK, pages=records(5), attempt=1, incomplete=True
+    )
+    assert first.incomplete
+    again = read(sink, 5)
+    assert not again.incomplete and again.records == 5 and again.late == 0
+    sidecar = json.loads(sink.read_bytes(names.summary_object_name(OBJECT)) or b"")
+    assert sidecar["incomplete"] is False
+
+
+def test_a_read_again_whose_records_all_read_well_removes_the_earlier_quarantine() -> None:
+    """The earlier read quarantined a malformed record that now arrives intact: its quarantine object goes, else the
+    output would hold the record twice (once quarantined, once in the chunk)."""
+    from shared.audit.ports import MalformedRecord
+
+    sink = MemorySink()
+    good = [record(i, T0 + timedelta(minutes=i)) for i in range(4)]
+    bad = MalformedRecord('{"id": "rec-000004", "auditData": "{trunc', "auditData is not JSON", "rec-000004",
+                          T0 + timedelta(minutes=4))  # fmt: skip
+    first = write_window(
+        sink, tenant_id=TENANT, collection_id="c1", chunk=CHUNK, pages=[RecordPage(good, [bad])], attempt=1
+    )
+    assert first.malformed == 1 and first.quarantine_blob is not None
+    assert sink.read_bytes(first.quarantine_blob) is not None
+    again = read(sink, 5)  # rec-000004 arrives intact
+    assert again.malformed == 0 and again.quarantine_blob is None and again.records == 5
+    assert sink.read_bytes(first.quarantine_blob) is None, "no stale quarantine object beside the chunk"
