@@ -9,7 +9,9 @@ therefore holds one cycle whatever the follower's age, and a host that was down 
 came due and catches up from where coverage ends, at most ``MAX_NEW_WINDOWS`` per cycle, each pass K-bounded like
 any collection (and taking the tenant budget like any collection).
 
-Deterministic: only ``current_utc_datetime``, the pure planning functions and the passes' outputs decide.
+Deterministic: only ``current_utc_datetime``, the pure planning functions and the passes' outputs decide. Every
+execution's input is admitted first and every input it hands on (a pass, its next cycle) is sealed
+(``orchestrators.admission``): a follower started with an input the follows API did not seal runs no pass.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators import admission
 from shared import names
 from shared.follow.plan import Pass, apply, next_wake, plan, status
 from shared.follow.state import FollowSpec, FollowState
 from shared.models import JsonDict, iso
 from shared.redact import redact
+from shared.requests.admission import RUN
 from shared.window.machine import CollectionSpec
 
 bp = df.Blueprint()
@@ -32,8 +36,9 @@ bp = df.Blueprint()
 STOP_EVENT = "stop"
 
 
-def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
-    """The collect orchestrator's input for one pass: the day's collection over the due windows, scoped to the day."""
+def pass_input(spec: FollowSpec, due: Pass, now: datetime, run: str = "") -> JsonDict:
+    """The collect orchestrator's input for one pass: the day's collection over the due windows, scoped to the day,
+    its budget keyed by the tenant's GUID like a collection's; ``run``: the pass's run id (its budget token's)."""
     collection = CollectionSpec(
         collection_id=due.collection_id,
         tenant_id=spec.tenant_id,
@@ -41,6 +46,7 @@ def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
         filters=spec.filters,
         options=spec.options,
         explicit=due.windows,
+        tenant_guid=spec.tenant_guid,
     )
     request = {
         "follow": spec.follow_id,
@@ -50,7 +56,14 @@ def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
         "maxConcurrency": spec.options.max_concurrency,
         "pass": due.headline(),
     }
-    return {"spec": collection.to_json(), "state": None, "request": request, "startedAt": iso(now), "scope": due.scope}
+    payload = {
+        "spec": collection.to_json(),
+        "state": None,
+        "request": request,
+        "startedAt": iso(now),
+        "scope": due.scope,
+    }
+    return {**payload, RUN: run} if run else payload
 
 
 def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
@@ -59,15 +72,19 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
     if not isinstance(payload, dict):
         raise TypeError(f"follow_orchestrator expects an object input, got {type(payload).__name__}")
     spec = FollowSpec.from_json(payload["spec"])
+    admitted = yield from admission.admit(context, payload, "")
+    if not admitted.ok:
+        context.set_custom_status({"status": "failed", "followId": spec.follow_id, "reason": admitted.reason})
+        return admitted.refused_output(followId=spec.follow_id)
     state = FollowState.from_json(payload["state"])
     passes = plan(spec, state, context.current_utc_datetime)
     for due in passes:
         context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due))
         failed: str | None = None
         try:
-            output = yield context.call_sub_orchestrator(
-                names.ORCHESTRATOR_COLLECT, pass_input(spec, due, context.current_utc_datetime), due.instance_id
-            )
+            work = pass_input(spec, due, context.current_utc_datetime, admission.new_run(context))
+            work = yield from admission.sealed(context, due.instance_id, work)
+            output = yield context.call_sub_orchestrator(names.ORCHESTRATOR_COLLECT, work, due.instance_id)
         except Exception as exc:  # the collection itself failed (a bug, not an audit API answer): try again later
             output, failed = None, redact(str(exc))[:300]
         going = apply(spec, state, due, output if isinstance(output, dict) else None, context.current_utc_datetime)
@@ -93,7 +110,8 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
             final = status(spec, state, context.current_utc_datetime)
             context.set_custom_status(final)
             return {**final, "spec": spec.to_json(), "state": state.to_json()}
-    context.continue_as_new({**payload, "spec": spec.to_json(), "state": state.to_json()})
+    following = {**payload, "spec": spec.to_json(), "state": state.to_json()}
+    context.continue_as_new((yield from admission.sealed(context, context.instance_id, following)))
     return None
 
 

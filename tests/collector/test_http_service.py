@@ -75,7 +75,7 @@ class FakeClient:
         ``shared.budget.machine``)."""
         key = (entity.name, entity.key)
         self.signals.append((*key, operation, operation_input))
-        if entity.name == names.ENTITY_RETRY_CHAIN:
+        if entity.name == names.ENTITY_START_CLAIM:
             state = ClaimState.from_json(self.entities.get(key))
             state.apply(Claim.parse(operation_input), self.clock)
             self.entities[key] = state.to_json()
