@@ -63,6 +63,13 @@ def sealed(
     return {**body, admission.SEAL: seal} if seal else body
 
 
+def collection_of(payload: JsonDict) -> str:
+    """The collection an input names (read before the input is admitted: only as the owner of its budget token)."""
+    spec = payload.get("spec")
+    found = spec.get("collectionId") if isinstance(spec, dict) else None
+    return found if isinstance(found, str) else ""
+
+
 def new_run(context: df.DurableOrchestrationContext) -> str:
     """A run id for a run this orchestration hands on (deterministic: the SDK's replay-safe uuid)."""
     return str(context.new_uuid()).replace("-", "")

@@ -50,14 +50,13 @@ queries that take that long."""
 def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
     """Keep at most K chunk lanes busy; switch executions without draining; finalize the manifest at the end."""
     payload = _input_of(context)
-    spec = CollectionSpec.from_json(payload["spec"])
-    admitted = yield from admission.admit(context, payload, spec.collection_id)
-    if not admitted.ok:
-        refused = admitted.refused_output(collectionId=spec.collection_id, request=payload.get("request"))
+    admitted = yield from admission.admit(context, payload, admission.collection_of(payload))
+    if not admitted.ok:  # checked before anything of the input is read
         context.set_custom_status({"status": "Failed", "reason": admitted.reason})
         if not context.is_replaying:
-            logger.warning("collection %s: input refused: %s", spec.collection_id, admitted.reason.get("message"))
-        return refused
+            logger.warning("collection %s: input refused: %s", context.instance_id, admitted.reason.get("message"))
+        return admitted.refused_output(collectionId=context.instance_id)
+    spec = CollectionSpec.from_json(payload["spec"])
     window = CollectionWindow(
         spec,
         Carried.from_json(payload.get("state")),

@@ -71,11 +71,11 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
     payload = context.get_input()
     if not isinstance(payload, dict):
         raise TypeError(f"follow_orchestrator expects an object input, got {type(payload).__name__}")
-    spec = FollowSpec.from_json(payload["spec"])
     admitted = yield from admission.admit(context, payload, "")
-    if not admitted.ok:
-        context.set_custom_status({"status": "failed", "followId": spec.follow_id, "reason": admitted.reason})
-        return admitted.refused_output(followId=spec.follow_id)
+    if not admitted.ok:  # checked before anything of the input is read
+        context.set_custom_status({"status": "failed", "followId": context.instance_id, "reason": admitted.reason})
+        return admitted.refused_output(followId=context.instance_id)
+    spec = FollowSpec.from_json(payload["spec"])
     state = FollowState.from_json(payload["state"])
     passes = plan(spec, state, context.current_utc_datetime)
     for due in passes:
