@@ -10,6 +10,7 @@ import os
 import azure.durable_functions as df
 import azure.functions as func
 
+from activities.admission import bp as admission_activities
 from activities.exchange import bp as exchange_activities
 from activities.finalize import bp as finalize_activity
 from activities.graph import bp as graph_activities
@@ -38,6 +39,7 @@ for blueprint in (
     graph_activities,
     exchange_activities,
     finalize_activity,
+    admission_activities,
     doctor_api,
 ):
     app.register_functions(blueprint)

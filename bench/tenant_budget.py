@@ -51,10 +51,13 @@ def run_scenario(collections: int, budget: int, mode: str, args: argparse.Namesp
             "COLLECTOR_POLL_INTERVAL_SECONDS": str(args.poll),
             "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": str(args.poll * 2),
             "COLLECTOR_BUDGET_POLL_SECONDS": str(args.poll),
-            f"COLLECTOR_BUDGET_{args.source.upper()}": str(budget if mode == "on" else 0),
             "COLLECTOR_MAX_CONCURRENCY": str(max(budget, 10)),
         }
-        with serve(emulator, Path(workdir), env) as host:
+        setting = f"COLLECTOR_BUDGET_{args.source.upper()}"
+        on, off = {setting: str(budget)}, {setting: "0"}  # off: a deviation from the hosted profile, said as one
+        with serve(
+            emulator, Path(workdir), {**env, **on} if mode == "on" else env, deviations=None if mode == "on" else off
+        ) as host:
             ids = [f"bench-{mode}-{collections}-{i}" for i in range(collections)]
             began = time.monotonic()
             for index, collection_id in enumerate(ids):

@@ -25,7 +25,7 @@ from typing import Any
 
 import requests
 
-from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
+from shared.settings import BUDGET_KEY_SETTING, DEFAULT_TASK_HUB, TASK_HUB_SETTING
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT_ID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
@@ -104,9 +104,12 @@ def parse_args(argv: list[str] | None = None) -> Options:
 
 
 def _app_environment(emu: Any, secret: str, output: Path) -> dict[str, str]:
-    """The collector's settings for this run (real environment variables, like app settings on Azure)."""
+    """The collector's settings for this run (real environment variables, like app settings on Azure): as deployed
+    where it matters (the task hub, the tenant budget on and its key, which Azure requires: a fresh one per run unless
+    the environment has one), with short polls and an output folder for a local run."""
     return {
         TASK_HUB_SETTING: DEFAULT_TASK_HUB,
+        BUDGET_KEY_SETTING: os.environ.get(BUDGET_KEY_SETTING) or secrets.token_hex(32),
         "AUDIT_CLIENT_ID": CLIENT_ID,
         "AUDIT_CLIENT_SECRET": secret,
         "AUDIT_AUTHORITY_HOST": emu.authority_host,

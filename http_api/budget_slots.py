@@ -26,10 +26,11 @@ from shared.models import JsonDict
 _T = TypeVar("_T")
 
 BudgetToken = Callable[[str, str], str]
-"""(collection id, source) -> the token the budget entity expects with that collection's operations ("" for none)."""
+"""(collection id, run id) -> the token the budget entity expects with that run's operations ("" for none):
+``Settings.budget_token``."""
 
 
-def no_token(collection: str, source: str) -> str:
+def no_token(collection: str, run: str) -> str:
     return ""
 
 
@@ -63,9 +64,11 @@ async def release_collection(
     collection: str,
     *,
     token: str = "",
+    close: bool = False,
     wait_seconds: float = RELEASE_WAIT_SECONDS,
 ) -> bool:
-    """Give back every slot and queue place of ``collection`` now; True once the state lists none of them.
+    """Give back every slot and queue place of ``collection`` now; True once the state lists none of them. ``close``:
+    the run ``token`` names has ended, so its token acquires nothing any more (``shared.budget.machine``).
 
     Signalled again while any is listed: an ``acquire`` the collection sent just before it was terminated may reach
     the entity after the first release (two senders' messages keep no order between them), and releasing twice
@@ -77,7 +80,8 @@ async def release_collection(
     while True:
         now = time.monotonic()
         if now - sent_at >= 1.0:
-            await client.signal_entity(entity, "release_collection", _with_token({"collection": collection}, token))
+            request = {"collection": collection, **({"close": True} if close else {})}
+            await client.signal_entity(entity, "release_collection", _with_token(request, token))
             sent_at = now
         await asyncio.sleep(pause)
         if not holders_of(await read_state(client, entity), collection):

@@ -38,6 +38,7 @@ from http_api.retry_chain import lineage
 from shared import names
 from shared.errors import CollectorError
 from shared.models import JsonDict, iso
+from shared.requests.admission import RUN, unsealed_reason
 from shared.sinks.base import ChunkSink
 from shared.window.machine import CollectionSpec
 
@@ -61,9 +62,11 @@ async def cancel_collection(
     sink: ChunkSink,
     *,
     budget_token: BudgetToken = no_token,
+    secret: str = "",
 ) -> ApiResponse:
     """Cancel the running link of the chain ``collection_id`` belongs to (itself, or a retry of it);
-    ``budget_token`` gives the token the budget entity expects with that collection's release."""
+    ``budget_token`` gives the token the budget entity expects with that run's release; ``secret``: the key its
+    input was sealed with (an input the collector did not seal is not acted on: its spec could name anything)."""
     status = await client.get_status(collection_id, False, False, True)
     refused = follow_routes.refuse(collection_id, status, "cancel")
     if refused is not None:
@@ -74,13 +77,16 @@ async def cancel_collection(
     if not isinstance(payload, dict) or "spec" not in payload:
         return error(409, "id", "not_a_collection", f"{collection_id} is not a collection this API started")
     tip = await _newest_link(client, _Link(collection_id, status, payload))
+    unsealed = unsealed_reason(secret, tip.id, tip.payload)
+    if unsealed is not None:
+        return error(409, "id", "not_sealed", f"{tip.id} is not a collection this API started: {unsealed}")
     spec = CollectionSpec.from_json(tip.payload["spec"])
     runtime = runtime_status(tip.status)
     if runtime not in ACTIVE:
         if isinstance(json_field(getattr(tip.status, "output", None)), dict):
             return error(409, "id", "not_running", f"{tip.id} has ended ({runtime}); there is nothing to cancel")
         # Ended without a result (cancelled, or terminated some other way): give back any slot it still holds.
-        released = await _release(client, spec, budget_token)
+        released = await _release(client, spec, tip.payload, budget_token)
         shown = "Cancelled" if cancelled_reason(tip.status) else runtime
         ended: JsonDict = {"collectionId": tip.id, "cancelled": [], "status": shown, "existing": True}
         return ApiResponse(200, {**ended, "slotsReleased": released}, tip.id)
@@ -95,7 +101,7 @@ async def cancel_collection(
         # It finished on its own before the terminate reached it: its manifest and slots are its own business.
         late: JsonDict = {"collectionId": tip.id, "cancelled": [], "status": runtime_status(stopped), "existing": True}
         return ApiResponse(200, late, tip.id)
-    released = await _release(client, spec, budget_token)
+    released = await _release(client, spec, tip.payload, budget_token)
     progress = json_field(getattr(stopped, "custom_status", None))
     in_flight = list(progress.get("windowsInFlight") or []) if isinstance(progress, dict) else []
     body: JsonDict = {
@@ -143,11 +149,13 @@ async def _wait_stopped(client: DurableClient, instance_id: str) -> Any:
         pause = min(pause * 2, 0.5)
 
 
-async def _release(client: DurableClient, spec: CollectionSpec, budget_token: BudgetToken) -> bool:
+async def _release(client: DurableClient, spec: CollectionSpec, payload: JsonDict, budget_token: BudgetToken) -> bool:
+    """Give the run's slots back and close its token: a token read from its history acquires nothing afterwards."""
     if not spec.options.budget.enabled:
         return True
-    token = budget_token(spec.collection_id, spec.source)
-    return await release_collection(client, spec.budget_tenant, spec.source, spec.collection_id, token=token)
+    token = budget_token(spec.collection_id, str(payload.get(RUN) or ""))
+    tenant, source = spec.budget_tenant, spec.source
+    return await release_collection(client, tenant, source, spec.collection_id, token=token, close=True)
 
 
 def _manifest_input(

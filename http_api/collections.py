@@ -100,7 +100,12 @@ async def collections_cancel(req: func.HttpRequest, client: df.DurableOrchestrat
         return edge
     collection_id, settings, sink = edge
     result = await cancel.cancel_collection(
-        client, collection_id, lambda: utc_now(settings), sink, budget_token=settings.budget_token
+        client,
+        collection_id,
+        lambda: utc_now(settings),
+        sink,
+        budget_token=settings.budget_token,
+        secret=settings.budget_secret or "",
     )
     return _respond(req, client, result)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -12,6 +13,7 @@ import azure.functions as func
 
 from shared.errors import ConfigError
 from shared.models import JsonDict, iso
+from shared.requests.admission import RUN, sealed
 from shared.window.machine import CollectionSpec
 
 ACTIVE = frozenset({"Running", "Pending", "ContinuedAsNew", "Suspended"})
@@ -96,16 +98,23 @@ def json_field(value: Any) -> Any:
 
 
 def orchestration_input(
-    spec: CollectionSpec, request: JsonDict, now: datetime, plan: JsonDict | None = None, budget_token: str = ""
+    spec: CollectionSpec,
+    request: JsonDict,
+    now: datetime,
+    plan: JsonDict | None = None,
+    *,
+    secret: str = "",
+    run: str | None = None,
 ) -> JsonDict:
-    """The collection's orchestration input; ``plan`` (``http_api.plan_report``) is kept for its summary;
-    ``budget_token``: the collection's token for its tenant budget operations (``Settings.budget_token``)."""
+    """The collection's orchestration input, sealed for its instance (``shared.requests.admission``) under
+    ``secret`` (``COLLECTOR_BUDGET_SECRET``); ``plan`` (``http_api.plan_report``) is kept for its summary; ``run``:
+    the run id its budget token is derived from (a new random one by default). No token is stored in it: the
+    admission activity derives the token where it is needed."""
     payload: JsonDict = {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(now)}
     if plan is not None:
         payload["plan"] = plan
-    if budget_token:
-        payload["budgetToken"] = budget_token
-    return payload
+    payload[RUN] = run or uuid.uuid4().hex
+    return sealed(secret, spec.collection_id, payload)
 
 
 def cancelled_reason(status: Any) -> str | None:

@@ -128,7 +128,7 @@ async def _slots(
     slots = [Slot(client, guid, s, settings.budget(s)) for s in probed]
     try:
         for slot in slots:
-            slot.token = budget_token(collection_of(slot.holder), slot.source)
+            slot.token = budget_token(collection_of(slot.holder), "")
     except ConfigError:  # no COLLECTOR_BUDGET_SECRET on Azure: the budget refuses every operation, take no slot
         return []
     return slots

@@ -58,9 +58,18 @@ class FollowRequest:
     every_minutes: int
     max_concurrency: int
     high_completeness: bool = False
+    tenant_guid: str | None = None
+    """The tenant's GUID, resolved by the follows API before anything starts (``http_api.tenants``)."""
 
     @property
     def follow_id(self) -> str:
+        """One follower per tenant (by its GUID once resolved: every spelling of one tenant names one follower),
+        source and filters."""
+        return follow_id(self.tenant_guid or self.tenant_id, self.source, filters_to_json(self.filters))
+
+    @property
+    def spelled_follow_id(self) -> str:
+        """The id a follower of this request had before followers were keyed by the tenant's GUID."""
         return follow_id(self.tenant_id, self.source, filters_to_json(self.filters))
 
     def to_json(self) -> JsonDict:
@@ -108,6 +117,7 @@ class FollowRequest:
             interval=interval,
             every=timedelta(minutes=self.every_minutes),
             delay=delay,
+            tenant_guid=self.tenant_guid,
         )
 
 

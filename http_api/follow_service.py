@@ -2,27 +2,37 @@
 summary, stop it, list the followers (every one, paging with the management API's continuation token:
 ``http_api.instance_pages``). The triggers (``http_api.follows``) stay one-liners.
 
-A follower's instance id is its key's digest (``shared.follow.state.follow_id``), so a second start for the same
-(tenant, source, filters) finds the running one: 200 with it when the request agrees, 409 ``conflict`` naming the first
-field that differs. A follower that stopped (or was terminated) is resumed under the same id from where its coverage
-ends, its provisional windows and failures kept: a restart never leaves a gap.
+A follower's instance id is its key's digest (``shared.follow.state.follow_id``) over the tenant's GUID (resolved
+like a collection's tenant, ``http_api.tenants``: a tenant the sign-in authority does not know is refused), so a second
+start for the same (tenant, source, filters), whatever spelling names the tenant, finds the running one: 200 with it
+when the request agrees, 409 ``conflict`` naming the first field that differs. Concurrent starts of a new follower
+claim it first (``http_api.chain_claim``), so exactly one answers 202. A follower that stopped (or was terminated) is
+resumed under the same id from where its coverage ends, its provisional windows and failures kept: a restart never
+leaves a gap. What starts is sealed (``shared.requests.admission``), and a stopped follower's state is resumed only
+from an input or output the collector made.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import uuid
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
+from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
 from http_api.follow_request import FollowRequest, validate_follow_request
 from http_api.instance_pages import PAGE_SIZE, InstancePages, ListingError
 from http_api.request_json import parse_request_json
+from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
+from shared.chain_claim import ROOT
 from shared.follow.plan import status as follow_status
 from shared.follow.state import FOLLOW_PREFIX, FollowSpec, FollowState
 from shared.models import JsonDict, iso, parse_iso
+from shared.requests.admission import RUN, sealed, unsealed_reason
 from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
@@ -42,6 +52,10 @@ class FollowClient(Protocol):
 
     async def raise_event(self, instance_id: str, event_name: str, event_data: Any = ...) -> None: ...
 
+    async def signal_entity(self, entity_id: Any, operation_name: str, operation_input: Any = ..., /) -> None: ...
+
+    async def read_entity_state(self, entity_id: Any, /) -> Any: ...
+
 
 def output_prefix(tenant_id: str, follow: str) -> str:
     """Every object of a follower starts with this: ``<tenant>/<followId>-`` (one collection per day after it)."""
@@ -49,20 +63,43 @@ def output_prefix(tenant_id: str, follow: str) -> str:
 
 
 async def start_follow(
-    client: FollowClient, body: bytes, settings: Settings, now: datetime, *, sink: ChunkSink
+    client: FollowClient,
+    body: bytes,
+    settings: Settings,
+    now: datetime,
+    *,
+    sink: ChunkSink,
+    resolve: TenantResolver,
 ) -> ApiResponse:
-    """Validate; then start the follower, answer with the running one, or resume a stopped one."""
+    """Validate and resolve the tenant's GUID; then start the follower, answer with the running one, or resume a
+    stopped one."""
     try:
         request = validate_follow_request(parse_request_json(body), settings, now)
     except InvalidRequest as exc:
         return ApiResponse(400, exc.to_json())
+    guid = await guid_or_error(resolve, request.tenant_id)
+    if isinstance(guid, ApiResponse):
+        return guid
+    request = replace(request, tenant_guid=guid)
     follow = request.follow_id
+    if request.spelled_follow_id != follow:  # a follower started before followers were keyed by the GUID
+        legacy = await client.get_status(request.spelled_follow_id, False, False, True)
+        if runtime_status(legacy) in ACTIVE:
+            return _running(request.spelled_follow_id, legacy, request)
     existing = await client.get_status(follow, False, False, True)
     runtime = runtime_status(existing)
     if runtime in ACTIVE:
         return _running(follow, existing, request)
+    secret = settings.budget_secret or ""
     resumed: tuple[FollowSpec, FollowState] | None = None
     if runtime is not None:
+        unsealed = unsealed_reason(secret, follow, json_field(getattr(existing, "input_", None)))
+        if unsealed is not None:
+            return error(
+                409, "tenantId", "not_sealed",
+                f"follower {follow} ({runtime}) was not started by this app's API ({unsealed}); its state is not "
+                "resumed: purge that instance to start the follower anew",
+            )  # fmt: skip
         resumed = _last_state(existing, resuming=True)
         if resumed is not None and resumed[0].interval.total_seconds() != request.interval_minutes * 60:
             was = resumed[0].interval.total_seconds() / 60
@@ -83,13 +120,28 @@ async def start_follow(
     raced = await client.get_status(follow, False, False, True)
     if runtime_status(raced) in ACTIVE:
         return _running(follow, raced, request)
+    if runtime is None:  # a new follower: of concurrent starts, exactly one starts it
+        claimed = await claim_link(client, follow, ROOT, follow, secret=secret)
+        if not claimed.won:
+            if runtime_status(claimed.link) in ACTIVE:
+                return _running(follow, claimed.link, request)
+            return error(
+                409, "tenantId", "starting",
+                f"another request is starting follower {follow}; GET /api/follows/{follow} in a few seconds shows it",
+            )  # fmt: skip
     start = resumed[0].start if resumed else None
     spec = request.spec(settings, now, start=start)
     state = resumed[1] if resumed else FollowState(covered_until=spec.start)
     state.stopped, state.paused = False, None
-    payload = {"spec": spec.to_json(), "state": state.to_json(), "request": request.to_json(), "startedAt": iso(now)}
+    payload = {
+        "spec": spec.to_json(),
+        "state": state.to_json(),
+        "request": request.to_json(),
+        "startedAt": iso(now),
+        RUN: uuid.uuid4().hex,
+    }
     try:
-        await client.start_new(names.ORCHESTRATOR_FOLLOW, follow, payload)
+        await client.start_new(names.ORCHESTRATOR_FOLLOW, follow, sealed(secret, follow, payload))
     except Exception:
         raced = await client.get_status(follow, False, False, True)
         if runtime_status(raced) not in ACTIVE:

@@ -20,6 +20,7 @@ import azure.functions as func
 from http_api import follow_purge, follow_service
 from http_api.common import ApiResponse, answer_with_links, config_error_answer, error
 from http_api.instance_pages import RpcInstancePages, valid_token
+from http_api.tenants import resolver_for
 from shared import names
 from shared.clock import utc_now
 from shared.errors import ConfigError
@@ -54,7 +55,9 @@ async def follows_start(req: func.HttpRequest, client: df.DurableOrchestrationCl
         sink = build_sink(settings)
     except ConfigError as exc:
         return _config_error(exc)
-    result = await follow_service.start_follow(client, req.get_body(), settings, utc_now(settings), sink=sink)
+    result = await follow_service.start_follow(
+        client, req.get_body(), settings, utc_now(settings), sink=sink, resolve=resolver_for(settings)
+    )
     return _respond(req, client, result)
 
 

@@ -11,7 +11,7 @@ finish after the retry was planned; its window then lies inside the retry's wind
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -23,6 +23,7 @@ from http_api.plan_report import plan_report
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.models import Chunk, JsonDict
+from shared.requests.admission import unsealed_reason
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.window.machine import CollectionSpec
@@ -82,6 +83,9 @@ async def retry_failed(
         generation += 1
     if tip.runtime in ACTIVE:
         return _existing_retry(tip)
+    unsealed = unsealed_reason(settings.budget_secret or "", tip.id, tip.payload)
+    if unsealed is not None:  # its options and windows are not the collector's: never start a sealed link from them
+        return error(409, "id", "not_sealed", f"{tip.id} cannot be retried: {unsealed}")
     parent = CollectionSpec.from_json(tip.payload["spec"])
     if isinstance(tip.output, dict):
         chunks = parent.retry_chunks(tip.output)
@@ -115,21 +119,15 @@ async def retry_failed(
         return _existing_retry(_Link(retry_id, runtime_status(raced) or "", raced_payload, None))
     if leftover is not None:
         return leftover
-    claimed = await claim_link(client, root, generation + 1, retry_id)
+    secret = settings.budget_secret or ""
+    claimed = await claim_link(client, root, generation + 1, retry_id, secret=secret)
     if not claimed.won:
         link_payload = json_field(getattr(claimed.link, "input_", None))
         if isinstance(link_payload, dict):
             return _existing_retry(_Link(retry_id, runtime_status(claimed.link) or "", link_payload, None))
         return error(409, "id", "retry_starting", f"another call is starting {retry_id}; call again in a few seconds")
-    spec = CollectionSpec(
-        collection_id=retry_id,
-        tenant_id=parent.tenant_id,
-        source=parent.source,
-        filters=parent.filters,
-        options=parent.options,
-        explicit=tuple(chunks),
-        parent_collection_id=tip.id,
-        tenant_guid=guid,
+    spec = replace(
+        parent, collection_id=retry_id, plan=None, explicit=tuple(chunks), parent_collection_id=tip.id, tenant_guid=guid
     )
     tip_request = tip.payload.get("request") or {}
     expired_json = [c.span_json() for c in expired]
@@ -145,10 +143,9 @@ async def retry_failed(
         **_chain_facts(parent, tip_request, expired_json),
     }
     plan = plan_report(source=spec.source, chunks=len(chunks), settings=settings, now=now, ranges=list(chunks))
-    token = settings.budget_token(retry_id, spec.source)
     try:
         await client.start_new(
-            names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan, budget_token=token)
+            names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan, secret=secret)
         )
     except Exception:
         # A concurrent call started this retry between our look-up and our start: answer with it.

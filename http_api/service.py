@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from http_api import follow_routes, live, reuse
+from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, cancelled_reason, orchestration_input
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
@@ -20,6 +21,7 @@ from http_api.plan_report import plan_report
 from http_api.request_json import parse_request_json
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
+from shared.chain_claim import ROOT
 from shared.errors import CollectorError
 from shared.fixes import with_fix
 from shared.log_fields import log_event
@@ -59,6 +61,11 @@ async def start_collection(
     An id whose instance does not exist but whose output prefix holds objects is refused (``output_exists``): the
     new run would pick up the old run's queries and parts, and its manifest would count the old chunks. The tenant's
     GUID (``resolve``) goes into the spec: the tenant budget is keyed by it, whatever spelling the request used.
+
+    A ``collectionId`` the request names is claimed first (``http_api.chain_claim``: generation 0 of its chain), so of
+    concurrent requests naming one new id exactly one starts it and answers 202; the others answer as for an existing
+    collection (200 with the same request, 409 ``conflict`` with another). The input is sealed for its instance
+    (``shared.requests.admission``): the orchestrator runs nothing else.
     """
     try:
         request = validate_collection_request(parse_request_json(body), settings, now)
@@ -80,6 +87,17 @@ async def start_collection(
         return _existing(collection_id, raced, request)
     if leftover is not None:
         return leftover
+    secret = settings.budget_secret or ""
+    if request.collection_id:  # a generated id is new by construction; a named one may be asked for twice at once
+        claimed = await claim_link(client, collection_id, ROOT, collection_id, secret=secret)
+        if not claimed.won:
+            if claimed.link is not None:
+                return _existing(collection_id, claimed.link, request)
+            return _error(
+                409, "collectionId", "starting",
+                f"another request is starting collection {collection_id}; GET /api/collections/{collection_id} "
+                "in a few seconds shows which",
+            )  # fmt: skip
     spec = _spec_for(request, collection_id, settings, guid)
     plan = plan_report(
         source=request.source,
@@ -90,12 +108,11 @@ async def start_collection(
         interval_minutes=request.interval_minutes,
         interval_defaulted=request.interval_defaulted,
     )
-    token = settings.budget_token(collection_id, spec.source)
     try:
         await client.start_new(
             names.ORCHESTRATOR_COLLECT,
             collection_id,
-            orchestration_input(spec, request.to_json(), now, plan, budget_token=token),
+            orchestration_input(spec, request.to_json(), now, plan, secret=secret),
         )
     except Exception:
         # A concurrent POST with the same id won the race between our status check and this start. host.json sets

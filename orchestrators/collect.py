@@ -1,7 +1,10 @@
 """The collection orchestrator: a deterministic generator over ``shared.window.machine.CollectionWindow``.
 
 It only translates the window's decisions into SDK calls and feeds completions back; all bookkeeping lives in the
-pure state machine, rebuilt on every replay from the input and the completions recorded in history.
+pure state machine, rebuilt on every replay from the input and the completions recorded in history. Every execution
+first has its input admitted (``orchestrators.admission``: the input's seal checked, the run's budget token derived);
+a refused input ends ``Failed`` with the reason and runs no chunk. The next execution's input is sealed before
+``continue_as_new``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 import azure.durable_functions as df
 
-from orchestrators import settle
+from orchestrators import admission, settle
 from orchestrators.budget_entity import entity_id
 from shared import names
 from shared.budget.wire import BudgetRequest
@@ -47,12 +50,18 @@ queries that take that long."""
 def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
     """Keep at most K chunk lanes busy; switch executions without draining; finalize the manifest at the end."""
     payload = _input_of(context)
+    admitted = yield from admission.admit(context, payload, admission.collection_of(payload))
+    if not admitted.ok:  # checked before anything of the input is read
+        context.set_custom_status({"status": "Failed", "reason": admitted.reason})
+        if not context.is_replaying:
+            logger.warning("collection %s: input refused: %s", context.instance_id, admitted.reason.get("message"))
+        return admitted.refused_output(collectionId=context.instance_id)
     spec = CollectionSpec.from_json(payload["spec"])
     window = CollectionWindow(
         spec,
         Carried.from_json(payload.get("state")),
         now=context.current_utc_datetime,
-        budget_token=str(payload.get("budgetToken") or ""),
+        budget_token=admitted.budget_token,
     )
     budget = entity_id(spec.budget_tenant, spec.source) if spec.options.budget.enabled else None
     # task -> (lane id, kind); rebuilt identically on every replay because the steps are deterministic.
@@ -136,6 +145,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
                 len(carried.lanes),
             )
         context.set_custom_status({**window.status(), "execution": carried.execution})
+        following = yield from admission.sealed(context, context.instance_id, {**payload, "state": carried.to_json()})
         if budget is not None:
             # The entity's answers are EventRaised messages. The shim runs ahead of history through every WhenAny a
             # cancelled nudge completes, so it can reach ContinueAsNew before DTFx has processed answers this code
@@ -144,13 +154,16 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             # up from one execution to the next. A timer due now is awaited by the shim in order, and fires after
             # every event already in history, so none is left to carry (docs/durable-protocol.md).
             yield context.create_timer(context.current_utc_datetime)
-        context.continue_as_new({**payload, "state": carried.to_json()})
+        context.continue_as_new(following)
         return None
 
     provisional = window.output(None)
     context.set_custom_status({**window.status(), "finalizing": True})
     if budget is not None:  # a safety net: every lane released its slot as it ended
-        release = BudgetRequest("release_collection", collection=spec.collection_id, token=window.budget_token)
+        # The run has ended: its token acquires nothing any more (a token read from its history holds no slot).
+        release = BudgetRequest(
+            "release_collection", collection=spec.collection_id, token=window.budget_token, close=True
+        )
         context.signal_entity(budget, "release_collection", release.to_json())
     finalize = context.call_activity(
         names.ACTIVITY_FINALIZE,

@@ -8,7 +8,9 @@ continues as new with its state. History therefore holds one cycle whatever the 
 down for hours resumes the timer that came due and catches up from where coverage ends, at most ``MAX_NEW_WINDOWS``
 per cycle, each pass K-bounded like any collection (and taking the tenant budget like any collection).
 
-Deterministic: only ``current_utc_datetime``, the pure planning functions and the passes' outputs decide.
+Deterministic: only ``current_utc_datetime``, the pure planning functions and the passes' outputs decide. Every
+execution's input is admitted first and every input it hands on (a pass, its next cycle) is sealed
+(``orchestrators.admission``): a follower started with an input the follows API did not seal runs no pass.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators import admission
 from shared import names
 from shared.follow.plan import Pass, apply, next_wake, plan, status
 from shared.follow.state import FollowSpec, FollowState
 from shared.models import JsonDict, iso
 from shared.redact import redact
+from shared.requests.admission import RUN
 from shared.window.machine import CollectionSpec
 
 bp = df.Blueprint()
@@ -31,8 +35,9 @@ bp = df.Blueprint()
 STOP_EVENT = "stop"
 
 
-def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
-    """The collect orchestrator's input for one pass: the day's collection over the due windows, scoped to the day."""
+def pass_input(spec: FollowSpec, due: Pass, now: datetime, run: str = "") -> JsonDict:
+    """The collect orchestrator's input for one pass: the day's collection over the due windows, scoped to the day,
+    its budget keyed by the tenant's GUID like a collection's; ``run``: the pass's run id (its budget token's)."""
     collection = CollectionSpec(
         collection_id=due.collection_id,
         tenant_id=spec.tenant_id,
@@ -40,6 +45,7 @@ def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
         filters=spec.filters,
         options=spec.options,
         explicit=due.windows,
+        tenant_guid=spec.tenant_guid,
     )
     request = {
         "follow": spec.follow_id,
@@ -49,21 +55,33 @@ def pass_input(spec: FollowSpec, due: Pass, now: datetime) -> JsonDict:
         "maxConcurrency": spec.options.max_concurrency,
         "pass": due.headline(),
     }
-    return {"spec": collection.to_json(), "state": None, "request": request, "startedAt": iso(now), "scope": due.scope}
+    payload = {
+        "spec": collection.to_json(),
+        "state": None,
+        "request": request,
+        "startedAt": iso(now),
+        "scope": due.scope,
+    }
+    return {**payload, RUN: run} if run else payload
 
 
 def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonDict | None]:
     """One cycle: wait for the wake (or ``stop``), run the due passes, continue as new.
 
-    ``stop`` has one waiter per execution, created by its first action, so a stop is honoured whenever it is sent
-    (docs/follow.md, "Stop"): while the follower waits, the waiter wins at once; while a pass runs, the waiter takes
-    it (the extension and the SDK deliver an event to a waiter created before it arrived, even one whose ``task_any``
-    has completed) and the follower ends when that pass has been applied; one processed after the execution reached
+    ``stop`` has one waiter per execution, created right after the input is admitted, so a stop is honoured whenever
+    it is sent (docs/follow.md, "Stop"): while the follower waits, the waiter wins at once; while a pass runs (or an
+    input is sealed), the waiter takes it (the extension and the SDK deliver an event to a waiter created before it
+    arrived, even one whose ``task_any`` has completed; one that comes during admission is buffered until the waiter
+    exists) and the follower ends when that pass has been applied; one processed after the execution reached
     ``continue_as_new`` is carried into the next execution by DTFx, where the new waiter takes it first. Without a
     waiter an execution's events are dropped at ``continue_as_new`` (the shim never preserves them)."""
     payload = context.get_input()
     if not isinstance(payload, dict):
         raise TypeError(f"follow_orchestrator expects an object input, got {type(payload).__name__}")
+    admitted = yield from admission.admit(context, payload, "")
+    if not admitted.ok:  # checked before anything of the input is read
+        context.set_custom_status({"status": "failed", "followId": context.instance_id, "reason": admitted.reason})
+        return admitted.refused_output(followId=context.instance_id)
     spec = FollowSpec.from_json(payload["spec"])
     state = FollowState.from_json(payload["state"])
     now = context.current_utc_datetime
@@ -78,9 +96,9 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
     passes = plan(spec, state, context.current_utc_datetime)
     for due in passes:
         context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due))
-        collection = context.call_sub_orchestrator(
-            names.ORCHESTRATOR_COLLECT, pass_input(spec, due, context.current_utc_datetime), due.instance_id
-        )
+        work = pass_input(spec, due, context.current_utc_datetime, admission.new_run(context))
+        work = yield from admission.sealed(context, due.instance_id, work)
+        collection = context.call_sub_orchestrator(names.ORCHESTRATOR_COLLECT, work, due.instance_id)
         # ``stop`` is scheduled already: the SDK reports this WhenAny with the pass alone, so the shim waits for the
         # pass while the code wakes for a stop, says "stopping" and waits for the pass again (no new action).
         first = yield context.task_any([collection, stop])
@@ -104,7 +122,12 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
     context.set_custom_status(status(spec, state, now))
     # The wait for the next wake happens in the next execution: its input then holds the state the passes left, which
     # is where a follower terminated while waiting resumes, and its history stays a few events long while it waits.
-    context.continue_as_new({**payload, "spec": spec.to_json(), "state": state.to_json()})
+    following = yield from admission.sealed(
+        context, context.instance_id, {**payload, "spec": spec.to_json(), "state": state.to_json()}
+    )
+    if stop.is_completed:  # it came while the next cycle's input was sealed
+        return _stopped(context, spec, state)
+    context.continue_as_new(following)
     return None
 
 

@@ -10,17 +10,22 @@ first pass's failures and turns final (``activities.manifest_scope``). Nothing p
 <time>" in the summary and on the live page, and the collection ends by itself.
 
 Deterministic like the collection orchestrator: the timer's time comes from the finalize activity's answer and
-``current_utc_datetime``.
+``current_utc_datetime``. The second pass is the first one's spec with other windows (``dataclasses.replace``: the
+tenant's GUID, which keys its budget, and every option stay as the starter set them), a new run id (the first run's
+token was closed when it finalized) and a seal made by the seal activity (``orchestrators.admission``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any
 
 import azure.durable_functions as df
 
+from orchestrators import admission
 from shared.models import ActivityResult, Chunk, JsonDict, iso
+from shared.requests.admission import RUN
 from shared.timeline.latency import AUDIT_LATENCY, started_at_of
 from shared.window.machine import CollectionSpec, CollectionWindow
 
@@ -54,24 +59,17 @@ def finish(
     context.set_custom_status({**status, SETTLING: {"until": iso(until), "windows": len(chunks)}})
     if until > context.current_utc_datetime:
         yield context.create_timer(until)
-    context.continue_as_new(settle_pass_input(payload, output, chunks, context))
+    second = settle_pass_input(payload, output, chunks, context)
+    context.continue_as_new((yield from admission.sealed(context, context.instance_id, second)))
     return None
 
 
 def settle_pass_input(
     payload: JsonDict, output: JsonDict, chunks: list[Chunk], context: df.DurableOrchestrationContext
 ) -> JsonDict:
-    """The second pass: the same collection over its provisional windows, scoped to its whole range."""
+    """The second pass: the same collection over its provisional windows, scoped to its whole range, as a new run."""
     spec = CollectionSpec.from_json(payload["spec"])
-    again = CollectionSpec(
-        collection_id=spec.collection_id,
-        tenant_id=spec.tenant_id,
-        source=spec.source,
-        filters=spec.filters,
-        options=spec.options,
-        explicit=tuple(sorted(chunks, key=lambda c: c.start)),
-        parent_collection_id=spec.parent_collection_id,
-    )
+    again = replace(spec, plan=None, explicit=tuple(sorted(chunks, key=lambda c: c.start)))
     scope = {
         "ranges": [c.span_json() for c in spec.ranges],
         "failures": list(output.get("failures") or []),
@@ -84,6 +82,7 @@ def settle_pass_input(
         "startedAt": iso(context.current_utc_datetime),
         "scope": scope,
         "settle": {"firstStartedAt": payload.get("startedAt"), "first": _headline(output)},
+        RUN: admission.new_run(context),
     }
 
 

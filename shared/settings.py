@@ -175,8 +175,10 @@ class Settings:
     what one call returns (5,000), or of the session cap once sessions are seen to continue: most calls then come back
     short, which is what proves a window complete. 0 = no sizing (the planned chunks as they are)."""
     budget_secret: str | None = field(default=None, repr=False)
-    """Key of the per-collection tokens that tie budget operations to their collection (``shared.budget.token``).
-    Without it the entity cannot tell who sends what (its other rules still hold): set it on Azure."""
+    """Key of the collector's signatures: the per-run tokens that tie budget operations to their run
+    (``shared.budget.token``), the seals without which no orchestration input runs (``shared.requests.admission``)
+    and the start claims (``shared.chain_claim``). Without it nothing is authenticated (the budget's other rules
+    still hold): set it on Azure."""
 
     hosting_plan: str = hosting.LOCAL
     """Where the app runs, by the Functions host's own rules (``shared.hosting.platform``): ``local`` or an Azure
@@ -198,10 +200,10 @@ class Settings:
         capacity = self.budget_graph if source == "graph" else self.budget_exchange
         return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
 
-    def budget_token(self, collection_id: str, source: str) -> str:
-        """The token a collection (or the doctor's holder) sends with its operations on the ``source`` budget ("" when
-        no secret is set: nothing is authenticated)."""
-        return collection_token(self.budget_secret or "", collection_id)
+    def budget_token(self, collection_id: str, run: str = "") -> str:
+        """The token one run of a collection (``run``: the run id in its input; "" for the doctor's holder) sends with
+        its tenant budget operations ("" when no secret is set: nothing is authenticated)."""
+        return collection_token(self.budget_secret or "", collection_id, run)
 
     @property
     def sink_kind(self) -> str:

@@ -24,6 +24,10 @@ Rules:
   the state stays small whatever is sent; a renewal never takes a lapsed slot back (its holder must queue again:
   someone else may be entitled to it), and is counted as ``lost``. Which collection may act on which holder is
   checked before (``orchestrators.budget_entity``, with ``shared.budget.token``).
+* **A run that ended acquires nothing.** ``release_collection`` with ``close`` (sent when a run finalizes, and by
+  ``POST .../cancel``) releases the run's holders and remembers its run id: every later ``acquire`` or renewal
+  carrying a token of that run is refused (``refused: "closed"``), so a token read from a finished, cancelled or
+  cancelled-after-termination run's history holds nothing. The last ``CLOSED_KEPT`` runs are remembered.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from shared.budget.token import run_of
 from shared.budget.wire import MAX_LEASE_SECONDS, BudgetRequest, collection_of
 from shared.models import JsonDict, iso, parse_iso
 
@@ -41,6 +46,11 @@ MAX_WAITERS = 100
 "refused" and asks again after its poll, outside the queue."""
 TAKEN_KEPT = 20
 """Reclaimed holders remembered for counting losses (bounded: the state stays small whatever happens)."""
+CLOSED_KEPT = 512
+"""Ended runs remembered (the oldest is forgotten first): about 8 KB of state at most."""
+RUN_MARK_CHARS = 16
+"""Characters of a run id remembered (64 random bits: no two runs of one budget share them by chance)."""
+REFUSED_CLOSED = "the run this token belongs to has ended (finalized or cancelled)"
 REFUSED_COLLECTION_WAITS = "a lane of this collection already waits"
 REFUSED_QUEUE_FULL = f"the queue is full ({MAX_WAITERS} collections wait)"
 
@@ -95,6 +105,8 @@ class BudgetState:
     taken: list[str] = field(default_factory=list)
     """Holders whose lease was reclaimed, newest last (at most ``TAKEN_KEPT``): a renewal that names one counts a
     loss once (a renewal re-sent after a crash does not count it again)."""
+    closed: list[str] = field(default_factory=list)
+    """Runs that ended (the first ``RUN_MARK_CHARS`` of their id), newest last, at most ``CLOSED_KEPT``."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -111,6 +123,7 @@ class BudgetState:
             "peak": self.peak,
             "lost": self.lost,
             "taken": list(self.taken),
+            "closed": list(self.closed),
         }
 
     @classmethod
@@ -135,6 +148,7 @@ class BudgetState:
             peak=int(data.get("peak", 0)),
             lost=int(data.get("lost", 0)),
             taken=[str(h) for h in data.get("taken") or []][-TAKEN_KEPT:],
+            closed=[str(r) for r in data.get("closed") or []][-CLOSED_KEPT:],
         )
 
 
@@ -150,6 +164,8 @@ class Budget:
         request = _clamped(request, limits)
         now = self._advance(now)
         capacity = limits.capacity
+        if request.op in ("acquire", "renew", "renew_collection") and self.is_closed(request.token):
+            return self._closed(request, capacity)
         if request.op == "acquire":
             if request.release:  # the slot of a lane that just ended, given back first (one call, not two)
                 self._release(request.release)
@@ -172,6 +188,8 @@ class Budget:
             holders = [*self.state.leases, *(w.holder for w in self.state.waiters)]
             mine = [h for h in holders if collection_of(h) == request.collection]
             count = sum(self._release(h) for h in mine)
+            if request.close:
+                self._close(request.token)
             return {"released": count, **self._counts(capacity)}
         return self.snapshot(capacity)
 
@@ -187,7 +205,26 @@ class Budget:
     def snapshot(self, capacity: int) -> JsonDict:
         return {**self.state.to_json(), "capacity": capacity}
 
+    def is_closed(self, token: str) -> bool:
+        """The token names a run that has ended."""
+        run = run_of(token)
+        return bool(run) and run[:RUN_MARK_CHARS] in self.state.closed
+
     # --- transitions -----------------------------------------------------------------------------------------
+    def _close(self, token: str) -> None:
+        run = run_of(token)[:RUN_MARK_CHARS]
+        if run and run not in self.state.closed:
+            self.state.closed = [*self.state.closed, run][-CLOSED_KEPT:]
+
+    def _closed(self, request: BudgetRequest, capacity: int) -> JsonDict:
+        """The answer to an operation of an ended run: nothing granted, nothing renewed, nothing counted."""
+        if request.op == "renew_collection":
+            until = iso(self.state.clock) if self.state.clock else None
+            return {"renewed": 0, "lost": list(request.holders), "leaseUntil": until, "refused": REFUSED_CLOSED,
+                    **self._counts(capacity)}  # fmt: skip
+        return {"granted": False, "holder": request.holder, "position": None, "refused": REFUSED_CLOSED,
+                **self._counts(capacity)}  # fmt: skip
+
     def _advance(self, now: datetime) -> datetime:
         """Move the budget's clock (never backwards) and drop expired leases and lapsed queue entries."""
         if self.state.clock is not None and now < self.state.clock:

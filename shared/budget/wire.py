@@ -21,8 +21,8 @@ OPERATIONS = ("acquire", "renew", "renew_collection", "release", "release_collec
 the slot of a lane of the same collection that just ended); ``renew`` keeps a held slot without queueing;
 ``renew_collection`` renews the listed holders of one collection at once (one operation per renewal period for the
 whole collection, instead of one per lane); ``release`` gives a slot (or a queue place) back; ``release_collection``
-releases every holder of one collection; ``status`` answers a snapshot. Every operation but ``status`` carries the
-collection's ``token``."""
+releases every holder of one collection (with ``close``, the run its token names has ended: its token acquires nothing
+any more); ``status`` answers a snapshot. Every operation but ``status`` carries the run's ``token``."""
 
 _HOLDER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,63})/([0-9]{1,9})$")
 MAX_LEASE_SECONDS = 86_400.0
@@ -31,6 +31,7 @@ MAX_HOLDERS = 1000
 MIN_WAIT_SECONDS = 0.01
 SLOT_MARGIN_SECONDS = 10.0
 _TOKEN = re.compile(r"^[0-9a-f]{0,64}$")
+"""A token: a run id (32 hex) and an HMAC (32 hex), an HMAC alone, or nothing (no secret)."""
 
 
 def entity_key(tenant_id: str, source: str) -> str:
@@ -86,6 +87,8 @@ class BudgetRequest:
     """The collection's token (``shared.budget.token``), checked by the entity when a secret is configured."""
     release: str = ""
     """``acquire``: a holder of the same collection to release first (the lane that just ended)."""
+    close: bool = False
+    """``release_collection``: the run has ended; later operations with its token are refused."""
 
     @property
     def owner(self) -> str:
@@ -107,7 +110,10 @@ class BudgetRequest:
             collection = data.get("collection")
             if not isinstance(collection, str) or not names.is_safe_id(collection):
                 raise RequestValidationError("collection", "must be a collection id")
-            return cls(op, collection=collection, token=token)
+            close = data.get("close", False)
+            if not isinstance(close, bool):
+                raise RequestValidationError("close", "must be true or false")
+            return cls(op, collection=collection, token=token, close=close)
         if op == "renew_collection":
             return cls._renew_collection(data, token)
         holder = data.get("holder")
@@ -160,7 +166,7 @@ class BudgetRequest:
                 "waitSeconds": self.wait_seconds,
             }
         elif self.op == "release_collection":
-            data = {"collection": self.collection}
+            data = {"collection": self.collection, **({"close": True} if self.close else {})}
         elif self.op == "release":
             data = {"holder": self.holder}
         else:

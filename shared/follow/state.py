@@ -26,7 +26,8 @@ FOLLOW_PREFIX = "follow-"
 
 
 def follow_id(tenant_id: str, source: str, filters: JsonDict) -> str:
-    """One follower per (tenant, source, filters): its id is a digest of them (filters in a canonical form)."""
+    """One follower per (tenant, source, filters): its id is a digest of them (filters in a canonical form). The
+    follows API passes the tenant's GUID, so every spelling of one tenant names one follower."""
     canonical = {key: sorted(value) if isinstance(value, list) else value for key, value in filters.items()}
     key = json.dumps([tenant_id, source, canonical], sort_keys=True, separators=(",", ":"))
     return f"{FOLLOW_PREFIX}{source}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
@@ -63,9 +64,13 @@ class FollowSpec:
     """How often the follower wakes."""
     delay: timedelta
     """A window is read first once it closed this long ago (the service's usual delay)."""
+    tenant_guid: str | None = None
+    """The tenant's GUID (resolved by the follows API): its passes' budget is keyed by it, as a collection's is."""
 
     def to_json(self) -> JsonDict:
+        guid = {"tenantGuid": self.tenant_guid} if self.tenant_guid else {}
         return {
+            **guid,
             "followId": self.follow_id,
             "tenantId": self.tenant_id,
             "source": self.source,
@@ -89,6 +94,7 @@ class FollowSpec:
             interval=timedelta(seconds=float(data["intervalSeconds"])),
             every=timedelta(seconds=float(data["everySeconds"])),
             delay=timedelta(seconds=float(data["delaySeconds"])),
+            tenant_guid=data.get("tenantGuid"),
         )
 
 

@@ -9,7 +9,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durable_local.history import event_raised, event_type, sub_orchestration_completed, sub_orchestration_failed
+from durable_local.history import (
+    event_raised,
+    event_type,
+    sub_orchestration_completed,
+    sub_orchestration_failed,
+    task_completed,
+)
 from durable_local.history import execution_started as started_event
 from durable_local.model import EventType, FunctionRegistry, RuntimeStatus, ScheduledMessage, TaskMessage
 from durable_local.replay.api import EpisodeInput, EpisodeResult
@@ -17,6 +23,7 @@ from durable_local.replay.episode import run_episode
 from shared import names
 from shared.follow.state import FollowSpec, FollowState
 from shared.models import iso
+from shared.requests import admission
 from shared.requests.run_options import RunOptions
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
@@ -58,7 +65,10 @@ class Follower:
     def __init__(self, start_payload: dict[str, Any]) -> None:
         self.registry = FunctionRegistry(
             orchestrators={names.ORCHESTRATOR_FOLLOW: follow_handle(), names.ORCHESTRATOR_COLLECT: lambda _: ""},
-            activities={},
+            activities={  # the real admission activities' bodies, with no secret (every input is admitted)
+                names.ACTIVITY_ADMIT: lambda text: json.dumps(admission.admit("", json.loads(text or "{}"))),
+                names.ACTIVITY_SEAL: lambda text: json.dumps(admission.seal_answer("", json.loads(text or "{}"))),
+            },
             entities={},
         )
         self.now = NOW
@@ -115,6 +125,17 @@ class Follower:
                 self.passes.append((message.instance_id, task_id, data))
                 execution = event["ParentInstance"]["OrchestrationInstance"]["ExecutionId"]
                 self.open_passes.append((message.instance_id, task_id, execution))
+        answers = [self._run_activity(message) for message in self.result.activity_messages]
+        if answers:  # admission and sealing answer at once, in their own episode like on a host
+            self.deliver(answers)
+
+    def _run_activity(self, message: TaskMessage) -> TaskMessage:
+        scheduled = message.event
+        fn = self.registry.activity(scheduled["Name"])
+        assert fn is not None, scheduled["Name"]
+        result = fn(scheduled["Input"])
+        event = task_completed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], result=result)
+        return TaskMessage(message.instance_id, message.execution_id, event)
 
     def fire_timers(self) -> bool:
         """Deliver the timers due by now (of the current execution); False when none was."""

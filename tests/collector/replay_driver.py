@@ -34,6 +34,7 @@ from shared import names
 from shared.budget.machine import Budget
 from shared.budget.slot_deadline import activity_clock
 from shared.budget.wire import BudgetRequest
+from shared.requests import admission
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 Activity = Callable[[dict[str, Any]], dict[str, Any]]
@@ -66,15 +67,21 @@ class ReplayDriver:
         seed: int = 0,
         mode: SchedulingMode = SchedulingMode.SHIM,
         budget_capacity: int = 0,
+        secret: str = "",
     ) -> None:
+        admitting: dict[str, Activity] = {  # the real admission activities' bodies, under ``secret`` ("" = none)
+            names.ACTIVITY_ADMIT: lambda request: admission.admit(secret, request),
+            names.ACTIVITY_SEAL: lambda request: admission.seal_answer(secret, request),
+        }
         self.registry = FunctionRegistry(
             orchestrators={"collect_orchestrator": orchestrator},
-            activities={name: _json_activity(fn) for name, fn in activities.items()},
+            activities={name: _json_activity(fn) for name, fn in {**admitting, **activities}.items()},
             entities={names.ENTITY_BUDGET: lambda _: None},  # the shim checks the name; the driver runs the budget
         )
         self.budget = Budget()
         self.budget_capacity = budget_capacity
         self.entity_operations: list[str] = []
+        self.entity_requests: list[BudgetRequest] = []
         self.entity_targets: set[str] = set()
         """Instance ids of the entities the orchestration sent to (``@tenant_budget@<key>``)."""
         self.mode = mode
@@ -146,7 +153,8 @@ class ReplayDriver:
             data = json.loads(data)
         operation = str(request.operation)
         self.entity_operations.append(operation)
-        answer = self.budget.handle(BudgetRequest.parse(operation, data), self.now, self.budget_capacity)
+        self.entity_requests.append(BudgetRequest.parse(operation, data))
+        answer = self.budget.handle(self.entity_requests[-1], self.now, self.budget_capacity)
         if not request.is_signal:
             text = ResponseMessage(json.dumps(answer)).to_text()
             event = event_raised(timestamp=self.now, name=request.id, input=text)

@@ -21,6 +21,7 @@ from tests.collector.test_budget_entity import ENTITY, Clock, answers, functions
 from tests.engine.entities.helpers import T0, Caller, episode, state_of
 
 SECRET = "s3cr3t-" * 6
+RUN = "a1" * 16
 SETTINGS = Settings(budget_exchange=1, budget_lease_seconds=30, budget_poll_seconds=1, budget_secret=SECRET)
 DAY = 86_400
 
@@ -144,10 +145,53 @@ def test_hostile_signals_through_the_http_route_change_nothing() -> None:
 def test_the_secret_is_a_setting_of_at_least_32_characters_that_keys_each_collection_s_token() -> None:
     with pytest.raises(ConfigError, match="COLLECTOR_BUDGET_SECRET"):
         Settings.from_env({"COLLECTOR_BUDGET_SECRET": "short"})
-    assert Settings.from_env({}).budget_token("c-1", "graph") == ""  # without a secret: unauthenticated
+    assert Settings.from_env({}).budget_token("c-1", RUN) == ""  # without a secret: unauthenticated
     keyed = Settings.from_env({"COLLECTOR_BUDGET_SECRET": SECRET})
-    assert keyed.budget_token("c-1", "graph") == collection_token(SECRET, "c-1") != collection_token(SECRET, "c-2")
+    assert (
+        keyed.budget_token("c-1", RUN) == collection_token(SECRET, "c-1", RUN) != collection_token(SECRET, "c-2", RUN)
+    )
+    assert keyed.budget_token("c-1", RUN) != keyed.budget_token("c-1", "e" * 32)  # each run its own token
+    assert keyed.budget_token("c-1", RUN).startswith(RUN) and keyed.budget_token("c-1") == collection_token(
+        SECRET, "c-1"
+    )
     assert SECRET not in repr(keyed)
     open_budget = Budget(Settings(budget_exchange=1))  # no secret: any token passes, the other rules hold
     [answer] = open_budget.run(("a", "acquire", op("a/0", token="")))
     assert answer["granted"] is True
+
+
+def test_a_run_that_ended_acquires_nothing_with_its_token_and_another_run_of_the_id_still_can() -> None:
+    """Issue 29 item 3: the token of a finished or cancelled run, read from its history, holds no slot."""
+    budget = Budget()
+    token = collection_token(SECRET, "victim", RUN)
+    [granted] = budget.run(("victim", "acquire", op("victim/0", token=token)))
+    assert granted["granted"] is True
+    forged_close = {"collection": "victim", "token": collection_token(SECRET, "attacker", RUN), "close": True}
+    assert budget.run(("x", "release_collection", forged_close))[0][0] == "error"  # closing needs the run's token
+    [closed] = budget.run(("victim", "release_collection", {"collection": "victim", "token": token, "close": True}))
+    assert closed["released"] == 1 and budget.state["closed"] == [RUN[:16]]
+    renewal = {"collection": "victim", "holders": ["victim/0"], "leaseSeconds": 30, "waitSeconds": 1, "token": token}
+    squat = budget.at(1).run(
+        ("x", "acquire", op("victim/0", token=token)),
+        ("x", "acquire", op("victim/1", token=token, lease=DAY)),
+        ("x", "renew", op("victim/0", token=token)),
+        ("x", "renew_collection", renewal),
+    )
+    assert [answer.get("refused") for answer in squat] == ["the run this token belongs to has ended (finalized or "
+                                                           "cancelled)"] * 4  # fmt: skip
+    assert not any(answer.get("granted") for answer in squat) and squat[3]["renewed"] == 0
+    state = budget.state
+    assert (state["leases"], state["waiters"], state["granted"], state["lost"]) == ([], [], 1, 0)
+    [again] = budget.run(("victim", "acquire", op("victim/0", token=collection_token(SECRET, "victim", "b2" * 16))))
+    assert again["granted"] is True  # the id's next run (a settle or follower pass) has a token of its own
+
+
+def test_the_ended_runs_the_budget_remembers_are_bounded() -> None:
+    from shared.budget.machine import CLOSED_KEPT
+
+    budget = Budget()
+    runs = [f"{i:016x}" * 2 for i in range(CLOSED_KEPT + 20)]
+    closing = [{"collection": "c", "token": collection_token(SECRET, "c", run), "close": True} for run in runs]
+    budget.run(*(("c", "release_collection", request) for request in closing))
+    closed = budget.state["closed"]
+    assert len(closed) == CLOSED_KEPT and closed[-1] == runs[-1][:16] and len(json.dumps(closed)) < 12_000

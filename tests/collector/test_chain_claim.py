@@ -49,7 +49,8 @@ def test_a_stale_claim_is_taken_over_only_by_a_caller_naming_it() -> None:
     ("data", "field"),
     [
         ([], "input"),
-        ({"generation": 0, "token": A}, "generation"),
+        ({"generation": -1, "token": A}, "generation"),
+        ({"generation": 0, "token": A, "mac": 7}, "mac"),
         ({"generation": True, "token": A}, "generation"),
         ({"generation": 1, "token": "A" * 32}, "token"),
         ({"generation": 1, "token": A, "replaces": "x"}, "replaces"),
@@ -97,7 +98,7 @@ def test_a_link_claimed_by_a_call_that_died_before_starting_it_is_taken_over_onc
     client = FakeClient()
     start(client, {**BODY, "collectionId": "orphan"})
     finish(client, "orphan", WITH_FAILURE)
-    key = (names.ENTITY_RETRY_CHAIN, "orphan")
+    key = (names.ENTITY_START_CLAIM, "orphan")
     client.entities[key] = ClaimState(1, A, client.clock).to_json()  # claimed, never started
     lost = asyncio.run(claim_link(client, "orphan", 1, "orphan-retry-1", wait_seconds=0.05))
     assert (lost.won, lost.link) == (False, None)  # still young: its winner may be starting it

@@ -19,7 +19,7 @@ import pytest
 import requests
 
 from m365_emulator import AppRegistration, Emulator, EmulatorConfig, TenantSpec, run_emulator
-from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
+from tests.support.hosted_profile import hosted_env
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "7a1f2c3d-4b5e-4f60-8a71-92b3c4d5e6f7"
@@ -62,22 +62,20 @@ def blob_host(emulator: Emulator, tmp_path: Path, azurite_connection_string: str
 def _serve(emulator: Emulator, tmp_path: Path, extra: dict[str, str]) -> Iterator[tuple[str, Path]]:
     port = _free_port()
     output = tmp_path / "output"
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "PYTHONUNBUFFERED": "1",
-        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
-        "AUDIT_CLIENT_ID": CLIENT,
-        "AUDIT_CLIENT_SECRET": SECRET,
+    endpoints = {
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,
         "AUDIT_GRAPH_BASE_URL": emulator.graph_base_url,
         "AUDIT_EXCHANGE_BASE_URL": emulator.exchange_base_url,
         "AUDIT_CA_BUNDLE": str(emulator.ca_bundle),
-        "OUTPUT_FOLDER": str(output),
-        "COLLECTOR_RETENTION_DAYS": "3650",
-        "COLLECTOR_POLL_INTERVAL_SECONDS": "0.1",
-        "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "0.2",
-        "COLLECTOR_RETRY_BASE_SECONDS": "0.1",
+    }
+    # As deployed (the hosted profile: the budget key, the budget on), with the named local conveniences.
+    settings = hosted_env(client_id=CLIENT, client_secret=SECRET, endpoints=endpoints, output=output)
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AUDIT_", "OUTPUT_", "COLLECTOR_"))}
+    env = {
+        **inherited,
+        "PYTHONPATH": str(REPO),
+        "PYTHONUNBUFFERED": "1",
+        **settings,
         "COLLECTOR_CHUNKS_PER_EXECUTION": "4",
         **extra,
     }

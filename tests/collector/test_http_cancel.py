@@ -93,7 +93,8 @@ def test_nothing_to_cancel_is_a_404_or_a_409_and_touches_nothing() -> None:
     finish(client, "done", json.dumps({"status": "Completed", "failures": []}))
     answer = cancel_now(client, "done", sink)
     assert (answer.status, answer.body["error"]["rule"]) == (409, "not_running")
-    assert client.terminated == [] and sink.objects == {} and client.signals == []
+    assert client.terminated == [] and sink.objects == {}
+    assert [s for s in client.signals if s[0] == names.ENTITY_BUDGET] == []  # the start's claim is all it sent
 
 
 def test_a_collection_terminated_another_way_gets_its_slots_back_from_a_cancel() -> None:
@@ -137,9 +138,11 @@ def test_the_budget_token_of_the_collection_goes_with_every_operation_the_edge_s
         return "ab" * 16
 
     assert call(cancel.cancel_collection(client, "tok", lambda: NOW, sink, budget_token=token)).status == 200
-    slot = Slot(client, GUID, "graph", BudgetOptions(1, 600.0, 0.05), token=token("doctor-x", "graph"))
+    slot = Slot(client, GUID, "graph", BudgetOptions(1, 600.0, 0.05), token=token("doctor-x", ""))
     assert call(slot.acquire(1.0))
     call(slot.release())
-    sent = [(op, data) for _, _, op, data in client.signals]
+    sent = [(op, data) for name, _, op, data in client.signals if name == names.ENTITY_BUDGET]
     assert [op for op, _ in sent] == ["release_collection", "acquire", "release"]
-    assert all(data["token"] == "ab" * 16 for _, data in sent) and asked[0] == ("tok", "graph")
+    assert all(data["token"] == "ab" * 16 for _, data in sent)
+    assert asked[0] == ("tok", client.started[0][2]["run"])  # the token of the run that was cancelled
+    assert sent[0][1]["close"] is True  # and its run is closed: a token read from its history acquires nothing

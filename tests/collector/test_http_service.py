@@ -11,13 +11,16 @@ from typing import Any
 
 import pytest
 
-from http_api import retry_chain, service
+from http_api import follow_service, retry_chain, service
+from orchestrators import follow as follow_orchestrator
 from shared import names
 from shared.audit.tenant_lookup import TenantNotFoundError
 from shared.budget.machine import Budget, BudgetState
 from shared.budget.wire import BudgetRequest
 from shared.chain_claim import Claim, ClaimState
+from shared.follow import plan, state
 from shared.models import Chunk
+from shared.requests import admission
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
@@ -75,7 +78,7 @@ class FakeClient:
         ``shared.budget.machine``)."""
         key = (entity.name, entity.key)
         self.signals.append((*key, operation, operation_input))
-        if entity.name == names.ENTITY_RETRY_CHAIN:
+        if entity.name == names.ENTITY_START_CLAIM:
             state = ClaimState.from_json(self.entities.get(key))
             state.apply(Claim.parse(operation_input), self.clock)
             self.entities[key] = state.to_json()
@@ -458,3 +461,54 @@ def test_a_window_ending_exactly_at_the_retention_cut_off_is_expired_whole_and_o
     )  # fmt: skip
     assert (at_cutoff.status, at_cutoff.body["error"]["rule"]) == (400, "retention"), at_cutoff.body
     assert len(client.started) == 1  # nothing started: an empty window would have "collected" 0 records
+
+
+def follow(client: FakeClient, body: dict[str, Any], settings: Settings | None = None) -> service.ApiResponse:
+    raw = json.dumps(body).encode()
+    return call(
+        follow_service.start_follow(client, raw, settings or Settings(), NOW, sink=MemorySink(), resolve=resolve)
+    )
+
+
+FOLLOW = {"tenantId": "contoso.onmicrosoft.com", "startDate": "2024-11-18T00:00:00Z", "intervalMinutes": 60}
+
+
+def test_a_follower_is_keyed_and_budgeted_by_the_tenant_guid_whatever_spelling_and_refuses_an_unknown_tenant() -> None:
+    """Issue 29 item 2: follows never resolved the tenant, so a GUID follower and a domain follower of one tenant were
+    two followers, their passes keyed the budget by the spelling, and an unknown domain was accepted."""
+    client = FakeClient()
+    unknown = follow(client, {**FOLLOW, "tenantId": "nobody.onmicrosoft.com"})
+    assert (unknown.status, unknown.body["error"]["field"], unknown.body["error"]["rule"]) == (
+        400,
+        "tenantId",
+        "not_found",
+    )
+    assert client.started == []
+    first = follow(client, FOLLOW)
+    assert first.status == 202, first.body
+    (_, follow_id, payload), *_ = client.started
+    assert follow_id == first.body["followId"] == state.follow_id(GUID, "graph", {})
+    spec = state.FollowSpec.from_json(payload["spec"])
+    assert (spec.tenant_id, spec.tenant_guid) == ("contoso.onmicrosoft.com", GUID)  # output keeps the spelling
+    for spelling in (GUID, "contoso.com"):
+        again = follow(client, {**FOLLOW, "tenantId": spelling})
+        assert (again.status, again.body["followId"], again.body["existing"]) == (200, follow_id, True)
+    assert len(client.started) == 1
+    due = plan.plan(spec, state.FollowState(covered_until=spec.start), NOW)[0]
+    pass_spec = CollectionSpec.from_json(follow_orchestrator.pass_input(spec, due, NOW, "ab" * 16)["spec"])
+    assert pass_spec.budget_tenant == GUID and pass_spec.tenant_id == "contoso.onmicrosoft.com"
+
+
+def test_a_new_follow_key_is_claimed_once_and_what_starts_is_sealed() -> None:
+    client = FakeClient()
+    keyed = Settings(budget_secret="f" * 40)
+    assert follow(client, FOLLOW, keyed).status == 202
+    claims = [s for s in client.signals if s[0] == names.ENTITY_START_CLAIM]
+    (_, key, operation, claim), *_ = claims
+    assert (key, operation, claim["generation"]) == (client.started[0][1], "claim", 0) and claim["mac"]
+    payload = client.started[0][2]
+    assert admission.unsealed_reason("f" * 40, client.started[0][1], payload) is None
+    client.instances[client.started[0][1]].runtime_status = SimpleNamespace(value="Completed")
+    client.instances[client.started[0][1]].input_ = {**payload, "seal": "0" * 64}  # a forged state, not resumed
+    forged = follow(client, FOLLOW, keyed)
+    assert (forged.status, forged.body["error"]["rule"]) == (409, "not_sealed") and len(client.started) == 1

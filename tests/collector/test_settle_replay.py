@@ -5,13 +5,18 @@ reads exactly those windows again, and its manifest turns final with the late re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 from durable_local.model import RuntimeStatus
+from orchestrators import settle
 from shared.audit.ports import AuditFilters, AuditRecord, TimeWindow
-from shared.models import iso, parse_iso
+from shared.budget.token import is_run_id, run_of
+from shared.models import Chunk, iso, parse_iso
 from shared.records.rules import parse_record_time
+from shared.requests import admission
 from shared.sinks.memory import MemorySink
 from shared.timeline.latency import AUDIT_LATENCY
 from shared.timeline.planning import ChunkPlan
@@ -42,18 +47,66 @@ class LateQueryApi(FakeQueryApi):
         return [r for r in super()._in(window) if self.arrivals[str(r["id"])] <= seen]
 
 
-def settle_payload(settle: bool) -> dict[str, Any]:
+def settle_payload(settle: bool, **options: Any) -> dict[str, Any]:
     start = NOW - timedelta(hours=HOURS)
     spec = CollectionSpec(
         collection_id="c1",
         tenant_id=TENANT,
         source="graph",
         filters={},
-        options=RunOptions(max_concurrency=2, poll_interval_seconds=5),
+        options=RunOptions(max_concurrency=2, poll_interval_seconds=5, **options),
         plan=ChunkPlan(start, NOW, timedelta(hours=1)),
     )
     request = {"tenantId": TENANT, "settle": settle}
     return {"spec": spec.to_json(), "state": None, "request": request, "startedAt": iso(NOW)}
+
+
+SECRET = "settle-replay-secret-" * 2
+GUID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+FIRST_RUN = "1f" * 16
+
+
+def test_the_settle_pass_runs_under_the_secret_on_the_tenant_guids_budget_with_a_run_of_its_own() -> None:
+    """Issue 29 items 1-3: the second pass keeps the first pass's spec (its tenant GUID, hence one budget per tenant,
+    and its options), is sealed by the seal activity, and takes slots with a token of a new run: the first run's
+    token was closed when it finalized, so a second pass that kept it would be refused every slot."""
+    records = synthetic(NOW - timedelta(hours=HOURS), HOURS, 30)
+    arrivals = {str(r["id"]): parse_record_time(r) + timedelta(hours=1) for r in records}
+    sink = MemorySink()
+    holder: dict[str, ReplayDriver] = {}
+    api = LateQueryApi(records, arrivals, lambda: holder["driver"].now)
+    driver = ReplayDriver(orchestrator_handle(), graph_activities(api, sink), seed=3, budget_capacity=2, secret=SECRET)
+    holder["driver"] = driver
+    payload = settle_payload(settle=True, budget_capacity=2, budget_lease_seconds=600.0, budget_poll_seconds=5.0)
+    payload["spec"] = {**payload["spec"], "tenantId": "contoso.onmicrosoft.com", "tenantGuid": GUID}
+    driver.start(admission.sealed(SECRET, "c1", {**payload, "run": FIRST_RUN}))
+    result = driver.run()
+
+    output = json.loads(result.output or "null")
+    assert result.status is RuntimeStatus.COMPLETED and output["status"] == "Completed", output
+    assert output["settled"]["windows"] == HOURS and sorted(collected_ids(sink)) == sorted(
+        str(r["id"]) for r in records
+    )
+    assert driver.entity_targets == {f"@tenant_budget@{GUID}:graph"}  # both passes: the GUID's budget, not the domain's
+    runs = [run_of(request.token) for request in driver.entity_requests]
+    second = runs[-1]
+    assert runs[0] == FIRST_RUN and is_run_id(second) and second != FIRST_RUN
+    closes = [r for r in driver.entity_requests if r.op == "release_collection"]
+    assert [(run_of(r.token), r.close) for r in closes] == [(FIRST_RUN, True), (second, True)]
+    assert driver.budget.state.granted >= 2 * HOURS - 2 and driver.budget.state.closed == [FIRST_RUN[:16], second[:16]]
+
+
+def test_a_settle_pass_input_is_the_first_spec_with_its_windows_replaced() -> None:
+    """``settle_pass_input`` rebuilt the spec field by field and dropped ``tenant_guid``: the second pass took the
+    budget of the tenant's domain spelling, a second budget for one tenant."""
+    payload = settle_payload(settle=True, budget_capacity=2)
+    payload["spec"] = {**payload["spec"], "tenantGuid": GUID, "parentCollectionId": "root"}
+    context = SimpleNamespace(current_utc_datetime=NOW + AUDIT_LATENCY, new_uuid=lambda: "9" * 32)
+    windows = [Chunk(NOW - timedelta(hours=1), NOW)]
+    second = settle.settle_pass_input(payload, {"failures": []}, windows, context)  # type: ignore[arg-type]
+    first_spec, second_spec = CollectionSpec.from_json(payload["spec"]), CollectionSpec.from_json(second["spec"])
+    assert second_spec == replace(first_spec, plan=None, explicit=tuple(windows))
+    assert second_spec.budget_tenant == GUID and second["run"] == "9" * 32 and "seal" not in second
 
 
 def test_a_settle_collection_reads_its_provisional_windows_again_after_the_band() -> None:

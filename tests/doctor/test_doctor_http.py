@@ -24,9 +24,9 @@ from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_ac
 from m365_emulator import Emulator
 from shared.doctor import run_doctor
 from shared.doctor.model import PROBE_ORDER
-from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
-from tests.doctor.conftest import DOMAIN, SECRET, app_env, process_env
+from tests.doctor.conftest import CLIENT, DOMAIN, SECRET, app_env, process_env
 from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, free_port
+from tests.support.hosted_profile import hosted
 
 pytestmark = pytest.mark.azurite
 REPO = Path(__file__).resolve().parents[2]
@@ -57,7 +57,7 @@ def settings_env(emu: Emulator, azurite: Azurite) -> tuple[dict[str, str], str]:
         "OUTPUT_STORAGE_CONNECTION": f"BlobEndpoint={azurite.blob_endpoint};SharedAccessSignature={sas}",
         "OUTPUT_CONTAINER": f"doctor-{uuid.uuid4().hex[:8]}",
     }
-    return app_env(emu, output), sas
+    return {**hosted(client_id=CLIENT), **app_env(emu, output)}, sas  # the app as deployed, pointed at the emulator
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,6 @@ def served(settings_env: tuple[dict[str, str], str], tmp_path_factory: pytest.Te
     port = free_port()
     log = workdir / "host.log"
     env = {**process_env(settings_env[0]), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    env[TASK_HUB_SETTING] = DEFAULT_TASK_HUB
     command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", str(port)]
     command += ["--store", "memory", "--require-keys", "--drain-timeout", "5"]
     with log.open("wb") as handle:

@@ -1,7 +1,9 @@
 """The end-to-end rig: the M365 emulator (HTTPS, msal + requests against it) and this repository's function app served
 by ``python -m durable_local serve`` (SHIM mode, the default) in a subprocess, talked to over real loopback HTTP.
 
-Everything runs with short settings (polling, retry bases, HTTP retry waits) so nothing sleeps through a back-off.
+Every host runs the hosted profile (``tests/support/hosted_profile.py``: what the deployment sets, the tenant budget's
+key and the budget included) with the named local conveniences ``E2E_CONVENIENCES`` (short polls and back-offs, an
+output folder, ...); a test that runs unlike Azure says so with ``deviations``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 import requests
 
 from m365_emulator import Emulator
-from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
+from tests.support.hosted_profile import E2E_CONVENIENCES, checked, hosted_env
 
 REPO = Path(__file__).resolve().parents[2]
 APP_DIR = Path(os.environ.get("COLLECTOR_E2E_APP_DIR") or REPO)
@@ -44,28 +46,27 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def base_env(emulator: Emulator, output: Path, app_dir: Path = REPO) -> dict[str, str]:
-    """Collector settings pointing at the emulator, with every wait short."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(app_dir),
-        "PYTHONUNBUFFERED": "1",
-        TASK_HUB_SETTING: DEFAULT_TASK_HUB,
-        "AUDIT_CLIENT_ID": CLIENT,
-        "AUDIT_CLIENT_SECRET": SECRET,
+def base_env(
+    emulator: Emulator,
+    output: Path,
+    app_dir: Path = REPO,
+    *,
+    use: tuple[str, ...] = E2E_CONVENIENCES,
+    deviations: dict[str, str] | None = None,
+) -> dict[str, str]:
+    """The process environment of a collector host: the hosted profile pointing at the emulator, the conveniences
+    named in ``use``, and ``deviations`` from the profile (a test that does not run as deployed says so here)."""
+    endpoints = {
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,
         "AUDIT_GRAPH_BASE_URL": emulator.graph_base_url,
         "AUDIT_EXCHANGE_BASE_URL": emulator.exchange_base_url,
         "AUDIT_CA_BUNDLE": str(emulator.ca_bundle),
-        "AUDIT_MAX_RETRY_WAIT_SECONDS": "0.05",
-        "OUTPUT_FOLDER": str(output),
-        "COLLECTOR_RETENTION_DAYS": "3650",
-        "COLLECTOR_POLL_INTERVAL_SECONDS": "0.1",
-        "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "0.2",
-        "COLLECTOR_RETRY_BASE_SECONDS": "0.1",
-        "COLLECTOR_RETRY_MAX_SECONDS": "0.5",
-        "COLLECTOR_CHUNKS_PER_EXECUTION": "10",
     }
+    settings = hosted_env(
+        client_id=CLIENT, client_secret=SECRET, endpoints=endpoints, output=output, use=use, deviations=deviations
+    )
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("AUDIT_", "OUTPUT_", "COLLECTOR_"))}
+    env = {**inherited, "PYTHONPATH": str(app_dir), "PYTHONUNBUFFERED": "1", **settings}
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):  # would override the emulator's CA for msal
         env.pop(name, None)
     return env
@@ -161,6 +162,8 @@ def serve(
     app_dir: Path = APP_DIR,
     clock_file: Path | None = None,
     store: str = "memory",
+    use: tuple[str, ...] = E2E_CONVENIENCES,
+    deviations: dict[str, str] | None = None,
 ) -> Iterator[Host]:
     """Serve the collector app on the local host (SHIM mode, memory store, short polling) in a subprocess.
 
@@ -168,10 +171,13 @@ def serve(
     ``clock_file``: the host and the app run on the wall clock plus the offset this file holds (an
     ``OffsetFileClock``; give the emulator the same clock), so a test moves their time by advancing it.
     ``store``: ``memory`` or a SQLite file (a host killed and started again on it resumes its orchestrations).
+    ``use``: the local conveniences (``tests/support/hosted_profile.py``); ``deviations``: hosted settings this test
+    runs otherwise ("" unsets one); ``extra_env`` may tune anything else but may not change those.
     """
     port = free_port()
     output = workdir / "output"
-    env = {**base_env(emulator, output, app_dir), **(extra_env or {})}
+    env = base_env(emulator, output, app_dir, use=use, deviations=deviations)
+    env.update(checked(extra_env, base=env))
     if clock_file is not None:
         env["COLLECTOR_CLOCK_FILE"] = str(clock_file)
         extra_args = (*extra_args, "--clock-file", str(clock_file))

@@ -250,3 +250,41 @@ def test_two_spellings_of_one_tenant_share_one_budget(make_emulator: MakeEmulato
     assert final["peak"] == B and final["granted"] == final["released"] == 12, final  # one budget held all 12
     for collection_id, (window, _) in windows.items():
         assert_exact(host, emulator, [collection_id], window)
+
+
+def test_a_follower_named_by_its_domain_shares_the_guids_budget_and_is_one_follower_per_tenant(
+    make_emulator: MakeEmulator, tmp_path: Path
+) -> None:
+    """Issue 29 item 2: a follower's passes keyed the budget by the request's spelling (a domain follower and a GUID
+    collection: two budgets, the service above B), and a GUID follower and a domain follower of one tenant were two
+    followers. Followers resolve the tenant as collections do, and refuse one the sign-in authority does not know."""
+    emulator = make_emulator(records_per_hour=30.0, configure=server_limit(B, 1.5, 1.0))
+    now = datetime.now(UTC)
+    begin = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
+    follow = {"tenantId": DOMAIN, "startDate": begin.isoformat(), "intervalMinutes": 60, "maxConcurrency": B}
+    with serve(emulator, tmp_path, budget_env()) as host:
+        unknown = requests.post(f"{host.base}/api/follows", json={**follow, "tenantId": "nobody.example"}, timeout=60)
+        started = requests.post(f"{host.base}/api/follows", json=follow, timeout=60)
+        start_collection(host, "beside", hours(0, 6))
+        again = requests.post(f"{host.base}/api/follows", json={**follow, "tenantId": TENANT.upper()}, timeout=60)
+        follower = started.json()["followId"]
+        deadline = time.monotonic() + 120
+        summary: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            summary = requests.get(f"{host.base}/api/follows/{follower}", timeout=30).json()
+            if summary.get("passes", 0) >= 1 and summary.get("running") is None:
+                break
+            time.sleep(0.1)
+        beside = host.wait("beside")
+        listed = requests.get(f"{host.base}{WEBHOOKS}/entities/tenant_budget", timeout=30).json()
+        keys = sorted(entity["entityId"]["key"] for entity in listed)
+        final = budget_state(host)
+    assert (unknown.status_code, unknown.json()["error"]["field"]) == (400, "tenantId"), unknown.text
+    assert started.status_code == 202, started.text
+    assert (again.status_code, again.json()["followId"], again.json()["existing"]) == (200, follower, True)
+    assert summary.get("passes", 0) >= 1 and summary["failureCount"] == 0, summary
+    assert beside["status"] == "Completed"
+    assert keys == [KEY], keys  # the follower's passes and the collection: one budget, the GUID's
+    key = (TENANT, "graph")
+    assert emulator.stats.concurrency_429[key] == 0 and emulator.stats.peak_concurrency[key] <= B
+    assert final["peak"] <= B and final["lost"] == 0, final
