@@ -333,15 +333,17 @@ class OrchestrationDispatcher:
 
     def _checkpoint(self, session: OrchestrationSession, result: EpisodeResult, now: datetime) -> bool:
         # (1) Outbound messages first: a crash after this re-sends them on retry (at-least-once).
-        outbound: list[tuple[str, Queue, TaskMessage, timedelta]] = []
+        outbound: list[tuple[str, Queue, TaskMessage, datetime | None]] = []  # (kind, queue, message, visible at)
         for message in result.orchestrator_messages:
-            outbound.append(("orchestrator", self._control_queue_for(message.instance_id), message, timedelta(0)))
+            outbound.append(("orchestrator", self._control_queue_for(message.instance_id), message, None))
         for timer in result.timer_messages:
-            delay = timedelta(0) if timer.visible_at is None else max(timer.visible_at - now, timedelta(0))
-            outbound.append(("timer", session.control_queue.queue, timer.message, delay))
+            outbound.append(("timer", session.control_queue.queue, timer.message, timer.visible_at))
         for message in result.activity_messages:
-            outbound.append(("activity", self._work_items, message, timedelta(0)))
-        for index, (kind, queue, message, delay) in enumerate(outbound):
+            outbound.append(("activity", self._work_items, message, None))
+        for index, (kind, queue, message, visible_at) in enumerate(outbound):
+            # A timer's delay is FireAt less the clock *as the message is sent* (DTFx TaskHubQueue.GetVisibilityDelay),
+            # not as the episode began: a clock that moved meanwhile must not push a due timer out by the jump.
+            delay = timedelta(0) if visible_at is None else max(visible_at - self._clock.now(), timedelta(0))
             queue.add(message, visibility_delay=delay)
             self._faults.hit(
                 CrashPoint.C2_AFTER_OUTBOUND_MESSAGE, index=index, total=len(outbound), kind=kind, message=message
