@@ -172,8 +172,9 @@ class ExchangeSettings:
     page_size: int = 1000
     """Rows per HTTP response; the rest of a cmdlet call's block follows through ``@odata.nextLink``. The service
     picks it: ``Prefer: odata.maxpagesize`` is not honoured (default 1,000, what public clients get)."""
-    page_size_mode: str = "fixed"
-    """"fixed" (every page ``page_size``) or "mix" (each page 1,000, 5,000 or 1..5,000, a stable draw per page)."""
+    page_size_mode: str = "mix"
+    """"mix" (default: each page 1,000, 5,000 or 1..5,000, a stable draw per page: sizes the client did not ask for)
+    or "fixed" (every page ``page_size``)."""
     check_anchor: bool = True
     """Require ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant initial domain>``."""
     anchor_accepts_tenant_id: bool = True
@@ -197,7 +198,19 @@ class ExchangeSettings:
     session_mode: str = "restart"
     """Later calls of a SessionId: "continue" (the next block), "restart" (from index 1 again) or "empty" (nothing)."""
     unsorted: bool = True
-    """Each page's rows in a stable shuffled order (neither by time nor by ResultIndex)."""
+    """Rows in a stable shuffled order (neither by time nor by ResultIndex)."""
+    unsorted_across_pages: bool = True
+    """With ``unsorted``: a call's whole block is shuffled before it is cut into HTTP pages, so no page holds a
+    contiguous run of ``ResultIndex`` (False: each page holds the next rows, shuffled within the page)."""
+    false_answer_rate: float = 0.3
+    """Share of windows whose first call answers falsely: no rows, or one bogus row (``ResultIndex`` -1), as a
+    server timeout does. Drawn once per window (StartDate, EndDate, RecordType and filters): the first call any
+    session makes for it. The session is left as it was (its next call hands out its first block)."""
+    false_bogus_share: float = 0.5
+    """Of the false answers, the share that is a bogus row rather than an empty list."""
+    false_repeat_rate: float = 0.0
+    """Share of *later* first calls (fresh sessions) for a window already asked that answer falsely too (0 by
+    default: the public reports say a re-run returns the rows)."""
     cancel_warning_rate: float = 0.01
     """Share of calls and nextLink pages answered 200 with no rows and a "task was canceled" warning."""
     transient_400_rate: float = 0.01
@@ -218,9 +231,17 @@ class ExchangeSettings:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"exchange.{name} must be one of {sorted(allowed)}, got {getattr(self, name)!r}")
-        for name in ("over_delivery", "cancel_warning_rate", "transient_400_rate"):
+        for name in (
+            "over_delivery",
+            "cancel_warning_rate",
+            "transient_400_rate",
+            "false_answer_rate",
+            "false_repeat_rate",
+        ):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"exchange.{name} must be in [0, 1)")
+        if not 0.0 <= self.false_bogus_share <= 1.0:
+            raise ValueError("exchange.false_bogus_share must be in [0, 1]")
 
 
 @dataclass

@@ -55,6 +55,7 @@ class Stats:
         cmdlet_calls: InvokeCommand cmdlet calls (a call's first request; its nextLink pages are not counted).
         cancel_warnings / transient_400s: InvokeCommand answers injected as a 200 with a cancel warning / a 400
             naming a transient exception.
+        false_answers: InvokeCommand first calls answered falsely with no rows or a bogus row (``ResultIndex`` -1).
         tokens_issued: successful token responses (whole emulator).
         query_events: Graph query and Exchange call events in order, for in-flight timelines (``live_timeline``).
         query_finishes: Graph query id -> the ``time.monotonic()`` moment its status turns terminal (succeeded,
@@ -78,6 +79,7 @@ class Stats:
     cmdlet_calls: Counter[Key] = field(default_factory=Counter)
     cancel_warnings: Counter[Key] = field(default_factory=Counter)
     transient_400s: Counter[Key] = field(default_factory=Counter)
+    false_answers: Counter[Key] = field(default_factory=Counter)
     tokens_issued: int = 0
     query_events: list[QueryEvent] = field(default_factory=list)
     query_finishes: dict[str, float] = field(default_factory=dict)

@@ -155,6 +155,8 @@ class ProbeCall:
     more_present: bool = False
     warnings: list[str] = field(default_factory=list)
     page_sizes: list[int] = field(default_factory=list)
+    bogus: int = 0
+    """Rows without a valid ``ResultIndex`` (not counted in ``rows``)."""
 
     @property
     def short(self) -> bool:
@@ -309,8 +311,9 @@ class ExchangeAuditClient:
     ) -> Iterator[RecordPage]:
         """One cmdlet call of the session ``cursor`` names: its next block of up to ResultSize rows, page by page.
 
-        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` advances as rows arrive; once
-        the last page is read, ``cursor.last`` holds the call's facts for the judge. The first call of a session whose
+        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` notes their rows; once the last
+        page is read, the call's indexes are checked over all its pages and ``cursor.last`` holds its facts for the
+        judge (rows without a valid ``ResultIndex`` are counted there, never yielded). The first call of a session whose
         first row announces a ``ResultCount`` over the session cap raises :class:`NeedsSplitError` before any page
         (a claim of "more" can only cost a split), unless ``allow_over_cap`` (the window cannot be split). Rows that
         do not continue the session raise :class:`SessionBrokenError`, and a first page whose outcome is unknown
@@ -343,8 +346,10 @@ class ExchangeAuditClient:
                     )
             first = False
             cursor.note(more=more_records_flag(rows[-1]), result_count=int_field(lead, "ResultCount"))
-            cursor.accept(rows)
-            page = page_of(rows, exchange_item)
+            good = cursor.accept(rows)  # rows without a valid ResultIndex are no records: counted, never written
+            if not good:
+                continue
+            page = page_of(good, exchange_item)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page
@@ -384,11 +389,13 @@ class ExchangeAuditClient:
             if is_empty_result(rows):
                 break
             seen.page_sizes.append(len(rows))
-            seen.rows += len(rows)
             for row in rows:
                 index = int_field(row, "ResultIndex") if isinstance(row, dict) else None
-                if index is not None:
-                    seen.indexes.append(index)
+                if index is None or index < 1:  # a bogus row (ResultIndex -1) is no record
+                    seen.bogus += 1
+                    continue
+                seen.rows += 1
+                seen.indexes.append(index)
                 if seen.result_count is None and isinstance(row, dict):
                     seen.result_count = int_field(row, "ResultCount")
         return seen

@@ -19,7 +19,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from shared.audit.exchange_evidence import CLOSED, GO_ON, Verdict, entry, judge, untrusted
+from shared.audit.exchange_evidence import (
+    CLOSED,
+    CONFIRM,
+    GO_ON,
+    UNTRUSTED,
+    EmptyRule,
+    Verdict,
+    entry,
+    judge,
+    untrusted,
+)
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor
 from shared.audit.http import AmbiguousResponseError
 from shared.audit.normalise import pascal
@@ -49,6 +59,8 @@ class BlockRead:
     split_on_full: bool = False
     """This collection learned that the service's sessions do not continue: a full call splits at once (when the
     window can be split) instead of spending a second call that cannot help."""
+    empty_rule: EmptyRule = field(default_factory=EmptyRule)
+    """How an empty first answer is confirmed (from the density the collection learned)."""
 
     def type_name(self, index: int) -> str | None:
         record_type = self.types[index]
@@ -84,6 +96,17 @@ class ExchangeCursor:
     hint: int = 0
     """The most records a full call's ``ResultCount`` announced beyond what was read: never evidence, but a claim of
     "more" the window may size its next chunks by (it can only cost extra splits)."""
+    empty_answers: int = 0
+    """This record type's first calls that answered no rows so far (each in its own session)."""
+    bogus_answers: int = 0
+    """This record type's first calls that answered only rows without a valid ``ResultIndex``."""
+    type_rows: int = 0
+    """The most rows an earlier session of this record type delivered (one a lost answer made the reader leave):
+    an empty answer after it is certainly false."""
+    confirmations: int = 0
+    """Calls of the chunk that asked again after an empty or bogus first answer."""
+    false_answers: int = 0
+    """Empty or bogus first answers of the chunk that rows read afterwards proved false."""
 
     @property
     def incomplete(self) -> bool:
@@ -122,6 +145,8 @@ class ExchangeCursor:
         call came from a service whose sessions do not continue).
         """
         counted = self._counted(session, verdict)
+        if verdict.kind == CONFIRM:
+            return self._unconfirmed(counted, session, key, verdict, read)
         facts = session.last
         if verdict.kind == GO_ON and read.split_on_full and read.splittable and facts is not None and facts.full:
             verdict = untrusted(
@@ -140,8 +165,48 @@ class ExchangeCursor:
         if verdict.kind != CLOSED and read.splittable:
             raise self._split(counted, read, verdict.detail)
         incomplete = None if verdict.kind == CLOSED else self._incomplete(read, verdict.detail)
+        return self._closed(counted, session, key, verdict, read, incomplete=incomplete)
+
+    def _answers(self, read: BlockRead, empties: int, bogus: int, *, false: bool) -> dict[str, Any] | None:
+        """How the record type's empty or bogus first answers went (None when it had none)."""
+        if not empties and not bogus:
+            return None
+        rule = read.empty_rule
+        expected = round(rule.expected, 1) if rule.expected is not None else None
+        return {
+            "emptyAnswers": empties,
+            "bogusAnswers": bogus,
+            "needed": rule.needed,
+            "expectedRecords": expected,
+            "surprising": rule.surprising,
+            "false": false,
+        }
+
+    def _closed(
+        self,
+        counted: ExchangeCursor,
+        session: SessionCursor,
+        key: str,
+        verdict: Verdict,
+        read: BlockRead,
+        *,
+        incomplete: str | None,
+        empties: int | None = None,
+        bogus: int | None = None,
+    ) -> ExchangeCursor:
+        """The cursor once the record type is done (closed by evidence, or incomplete with ``incomplete``)."""
+        empties = self.empty_answers if empties is None else empties
+        bogus = self.bogus_answers if bogus is None else bogus
+        facts = session.last
+        rows_after = facts is not None and facts.rows > 0  # rows came after the empty answers: they were false
         closing = entry(
-            read.type_name(self.type_index), session, verdict, sessions=self.restarts + 1, incomplete=incomplete
+            read.type_name(self.type_index),
+            session,
+            verdict,
+            sessions=self.restarts + self.empty_answers + self.bogus_answers + 1,
+            incomplete=incomplete,
+            answers=self._answers(read, empties, bogus, false=rows_after or self.type_rows > 0),
+            high_completeness=read.high_completeness,
         )
         return ExchangeCursor(
             type_index=self.type_index + 1,
@@ -152,6 +217,50 @@ class ExchangeCursor:
             max_rows=counted.max_rows,
             continues=counted.continues,
             hint=counted.hint,
+            confirmations=counted.confirmations,
+            false_answers=counted.false_answers + (empties + bogus if rows_after else 0),
+        )
+
+    def _unconfirmed(
+        self, counted: ExchangeCursor, session: SessionCursor, key: str, verdict: Verdict, read: BlockRead
+    ) -> ExchangeCursor:
+        """After a first call that answered "nothing" (no rows, or only bogus ones): asked again in a fresh session,
+        closed as empty once enough answers agree, or ended incomplete when the answers stay inconsistent."""
+        empties = self.empty_answers + int(verdict.closed_by == "empty")
+        bogus = self.bogus_answers + int(verdict.closed_by == "bogus")
+        rule = read.empty_rule
+        seen = self.type_rows
+        if not seen and empties >= rule.needed:
+            more = f" and {bogus} bogus answer(s)" if bogus else ""
+            detail = (
+                f"{empties} first calls in {empties} fresh sessions returned no rows{more}; {rule.needed} agreeing "
+                f"empty answers close the window ({rule.expectation()})"
+            )
+            closed = Verdict(CLOSED, detail, "empty")
+            return self._closed(counted, session, key, closed, read, incomplete=None, empties=empties, bogus=bogus)
+        if empties + bogus >= rule.most:
+            if seen:
+                why = f"an earlier session of this window delivered {seen:,} rows, then {empties + bogus} fresh ones"
+            else:
+                why = f"{empties + bogus} first calls in fresh sessions"
+            reason = (
+                f"inconsistent answers: {why} answered {empties} time(s) with no rows and {bogus} time(s) with only "
+                f"rows without a valid ResultIndex ({rule.needed} agreeing empty answers were needed; "
+                f"{rule.expectation()})"
+            )
+            ended = Verdict(UNTRUSTED, reason)
+            return self._closed(counted, session, key, ended, read, incomplete=reason, empties=empties, bogus=bogus)
+        logger.info("%s; asking again in a fresh session (%s)", verdict.detail, rule.expectation())
+        return replace(
+            counted,
+            session_id=None,
+            next_index=1,
+            calls=0,
+            full_calls=0,
+            parts=(*self.parts, key),
+            empty_answers=empties,
+            bogus_answers=bogus,
+            confirmations=counted.confirmations + 1,
         )
 
     def _incomplete(self, read: BlockRead, detail: str) -> str:
@@ -169,11 +278,21 @@ class ExchangeCursor:
 
     def broken(self, session: SessionCursor, key: str, exc: SessionBrokenError, read: BlockRead) -> ExchangeCursor:
         """After rows that did not continue the session (started over, a gap or repeat of indexes)."""
-        session.end_call()  # the call happened: count it, with the rows it showed before it broke
+        if session.last is None:  # the call happened: count it, with the rows it showed before it broke
+            session.end_call(check=False)
         return self.after(session, key, untrusted(str(exc)), read)
 
-    def restarted(self) -> ExchangeCursor:
-        return replace(self, session_id=None, next_index=1, calls=0, full_calls=0, restarts=self.restarts + 1)
+    def restarted(self, rows: int = 0) -> ExchangeCursor:
+        """A new session for the record type; ``rows``: what the abandoned one had delivered."""
+        return replace(
+            self,
+            session_id=None,
+            next_index=1,
+            calls=0,
+            full_calls=0,
+            restarts=self.restarts + 1,
+            type_rows=max(self.type_rows, rows),
+        )
 
     def stats(self, *, since: ExchangeCursor, exact: bool) -> dict[str, Any]:
         """What the calls from ``since`` to this cursor cost and showed (the window learns from it)."""
@@ -184,6 +303,14 @@ class ExchangeCursor:
             "exact": exact,
             "continues": self.continues,
             "hint": self.hint,
+            **{
+                name: value
+                for name, value in (
+                    ("confirmations", self.confirmations - since.confirmations),
+                    ("falseAnswers", self.false_answers - since.false_answers),
+                )
+                if value
+            },
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -201,6 +328,11 @@ class ExchangeCursor:
             "maxRows": self.max_rows,
             "continues": self.continues,
             "hint": self.hint,
+            "emptyAnswers": self.empty_answers,
+            "bogusAnswers": self.bogus_answers,
+            "typeRows": self.type_rows,
+            "confirmations": self.confirmations,
+            "falseAnswers": self.false_answers,
         }
 
     @classmethod
@@ -222,6 +354,11 @@ class ExchangeCursor:
             max_rows=int(data.get("maxRows", 0)),
             continues=bool(continues) if continues is not None else None,
             hint=int(data.get("hint", 0)),
+            empty_answers=int(data.get("emptyAnswers", 0)),
+            bogus_answers=int(data.get("bogusAnswers", 0)),
+            type_rows=int(data.get("typeRows", 0)),
+            confirmations=int(data.get("confirmations", 0)),
+            false_answers=int(data.get("falseAnswers", 0)),
         )
 
 
@@ -298,7 +435,7 @@ def _restart(cursor: ExchangeCursor, session: SessionCursor, exc: TransientApiEr
         session.next_index - 1,
         exc,
     )
-    return cursor.restarted()
+    return cursor.restarted(session.rows)
 
 
 def read_window(
@@ -308,6 +445,7 @@ def read_window(
     *,
     high_completeness: bool = False,
     splittable: bool = True,
+    empty_rule: EmptyRule | None = None,
 ) -> Iterator[tuple[list[RecordPage], ExchangeCursor]]:
     """Every call of a window's sessions, as the lane reads a chunk: each call's HTTP pages and the cursor after it.
 
@@ -323,6 +461,7 @@ def read_window(
         high_completeness,
         splittable,
         session_cap=getattr(api, "session_cap", 50_000),
+        empty_rule=empty_rule or EmptyRule(),
     )
     cursor = ExchangeCursor()
     while cursor.type_index < len(read.types):

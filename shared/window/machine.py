@@ -373,6 +373,7 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             payload["cursor"] = lane.cursor
             payload["call"] = lane.calls - 1  # every call writes its own part, retries included
             payload["splitOnFull"] = self._split_on_full()
+            payload["expectedRecords"] = self._expected_records(lane)  # when an empty first answer is surprising
         name = {
             SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
             POLL: names.ACTIVITY_GRAPH_COLLECT,

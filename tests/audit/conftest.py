@@ -56,6 +56,8 @@ OLD_EXCHANGE = {
     "unsorted": False,
     "cancel_warning_rate": 0.0,
     "transient_400_rate": 0.0,
+    "false_answer_rate": 0.0,
+    "page_size_mode": "fixed",
 }
 """The Exchange service before 2026: the adapter's mechanics are tested on it (``start_emulator(exchange=...)`` and
 ``test_exchange_evidence.py`` / the e2e tests run the 2026 defaults)."""

@@ -46,7 +46,8 @@ def test_a_graph_export_stops_between_pages_once_the_deadline_passes(emu: Emu) -
 
 @pytest.fixture(scope="module")
 def small_pages() -> Iterator[Emu]:
-    with start_emulator(exchange=ExchangeSettings(page_size=100)) as handle:
+    settings = ExchangeSettings(page_size=100, page_size_mode="fixed", false_answer_rate=0.0)
+    with start_emulator(exchange=settings) as handle:
         register(handle)
         yield Emu(handle)
 

@@ -28,9 +28,12 @@ OLD_EXCHANGE = {
     "exchange__unsorted": False,
     "exchange__cancel_warning_rate": 0.0,
     "exchange__transient_400_rate": 0.0,
+    "exchange__false_answer_rate": 0.0,
+    "exchange__page_size_mode": "fixed",
 }
-"""The Exchange service before 2026 (true totals, sessions that continue, rows in order, no disguised failures): the
-tests of session and paging mechanics run on it; ``test_exchange_knobs.py`` runs each knob and the defaults."""
+"""The Exchange service before 2026 (true totals, sessions that continue, rows in order, 1,000-row pages, no disguised
+failures or false empty answers): the tests of session and paging mechanics run on it; ``test_exchange_knobs.py``
+runs each knob and the defaults."""
 
 
 def make_config(**settings: object) -> EmulatorConfig:
