@@ -89,6 +89,43 @@ class EmptyRule:
             return "nothing learned about the tenant's density yet"
         return f"{self.expected:,.1f} record(s) expected from the density learned"
 
+    def after(self, empties: int, bogus: int, *, seen: int = 0) -> Verdict | None:
+        """After ``empties`` empty and ``bogus`` bogus first answers (each from its own session): closed as empty
+        (enough agreeing answers, and no earlier session of the window delivered rows: ``seen``), untrusted
+        (inconsistent answers: the record type ends incomplete with the reason), or None (ask again)."""
+        if not seen and empties >= self.needed:
+            more = f" and {bogus} bogus answer(s)" if bogus else ""
+            detail = (
+                f"{empties} first calls in {empties} fresh sessions returned no rows{more}; {self.needed} agreeing "
+                f"empty answers close the window ({self.expectation()})"
+            )
+            return Verdict(CLOSED, detail, "empty")
+        if empties + bogus < self.most:
+            return None
+        if seen:
+            why = f"an earlier session of this window delivered {_n(seen)} rows, then {empties + bogus} fresh ones"
+        else:
+            why = f"{empties + bogus} first calls in fresh sessions"
+        return untrusted(
+            f"inconsistent answers: {why} answered {empties} time(s) with no rows and {bogus} time(s) with only rows "
+            f"without a valid ResultIndex ({self.needed} agreeing empty answers were needed; {self.expectation()})",
+            continued=None,
+        )
+
+    def answers(self, empties: int, bogus: int, *, false: bool) -> dict[str, Any] | None:
+        """How a record type's empty or bogus first answers went, for its evidence entry (None: it had none);
+        ``false``: rows came after them (or before them, in an earlier session)."""
+        if not empties and not bogus:
+            return None
+        return {
+            "emptyAnswers": empties,
+            "bogusAnswers": bogus,
+            "needed": self.needed,
+            "expectedRecords": round(self.expected, 1) if self.expected is not None else None,
+            "surprising": self.surprising,
+            "false": false,
+        }
+
 
 def untrusted(detail: str, *, continued: bool | None = False) -> Verdict:
     return Verdict(UNTRUSTED, detail, continued=continued)

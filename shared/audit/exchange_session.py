@@ -23,7 +23,6 @@ from shared.audit.exchange_evidence import (
     CLOSED,
     CONFIRM,
     GO_ON,
-    UNTRUSTED,
     EmptyRule,
     Verdict,
     entry,
@@ -103,6 +102,8 @@ class ExchangeCursor:
     type_rows: int = 0
     """The most rows an earlier session of this record type delivered (one a lost answer made the reader leave):
     an empty answer after it is certainly false."""
+    disproved: int = 0
+    """Of this record type's empty and bogus answers, those rows read since have proved false (counted)."""
     confirmations: int = 0
     """Calls of the chunk that asked again after an empty or bogus first answer."""
     false_answers: int = 0
@@ -129,8 +130,13 @@ class ExchangeCursor:
         facts = session.last
         continued = verdict.continued if verdict is not None and verdict.continued is not None else self.continues
         announced = facts.result_count if facts is not None and facts.full and facts.result_count else 0
+        # The first rows after empty or bogus first answers: those answers were false (counted once).
+        unanswered = self.empty_answers + self.bogus_answers - self.disproved
+        disproved = unanswered if facts is not None and facts.rows > 0 else 0
         return replace(
             self,
+            false_answers=self.false_answers + disproved,
+            disproved=self.disproved + disproved,
             chunk_calls=self.chunk_calls + 1,
             chunk_full_calls=self.chunk_full_calls + int(facts is not None and facts.full),
             max_rows=max(self.max_rows, session.rows),
@@ -167,21 +173,6 @@ class ExchangeCursor:
         incomplete = None if verdict.kind == CLOSED else self._incomplete(read, verdict.detail)
         return self._closed(counted, session, key, verdict, read, incomplete=incomplete)
 
-    def _answers(self, read: BlockRead, empties: int, bogus: int, *, false: bool) -> dict[str, Any] | None:
-        """How the record type's empty or bogus first answers went (None when it had none)."""
-        if not empties and not bogus:
-            return None
-        rule = read.empty_rule
-        expected = round(rule.expected, 1) if rule.expected is not None else None
-        return {
-            "emptyAnswers": empties,
-            "bogusAnswers": bogus,
-            "needed": rule.needed,
-            "expectedRecords": expected,
-            "surprising": rule.surprising,
-            "false": false,
-        }
-
     def _closed(
         self,
         counted: ExchangeCursor,
@@ -197,15 +188,14 @@ class ExchangeCursor:
         """The cursor once the record type is done (closed by evidence, or incomplete with ``incomplete``)."""
         empties = self.empty_answers if empties is None else empties
         bogus = self.bogus_answers if bogus is None else bogus
-        facts = session.last
-        rows_after = facts is not None and facts.rows > 0  # rows came after the empty answers: they were false
+        rows_after = session.rows > 0  # rows came after the empty answers: they were false
         closing = entry(
             read.type_name(self.type_index),
             session,
             verdict,
             sessions=self.restarts + self.empty_answers + self.bogus_answers + 1,
             incomplete=incomplete,
-            answers=self._answers(read, empties, bogus, false=rows_after or self.type_rows > 0),
+            answers=read.empty_rule.answers(empties, bogus, false=rows_after or self.type_rows > 0),
             high_completeness=read.high_completeness,
         )
         return ExchangeCursor(
@@ -218,7 +208,7 @@ class ExchangeCursor:
             continues=counted.continues,
             hint=counted.hint,
             confirmations=counted.confirmations,
-            false_answers=counted.false_answers + (empties + bogus if rows_after else 0),
+            false_answers=counted.false_answers,
         )
 
     def _unconfirmed(
@@ -228,28 +218,11 @@ class ExchangeCursor:
         closed as empty once enough answers agree, or ended incomplete when the answers stay inconsistent."""
         empties = self.empty_answers + int(verdict.closed_by == "empty")
         bogus = self.bogus_answers + int(verdict.closed_by == "bogus")
+        ended = read.empty_rule.after(empties, bogus, seen=self.type_rows)
+        if ended is not None:  # confirmed empty, or inconsistent answers (the record type ends incomplete)
+            incomplete = None if ended.kind == CLOSED else ended.detail
+            return self._closed(counted, session, key, ended, read, incomplete=incomplete, empties=empties, bogus=bogus)
         rule = read.empty_rule
-        seen = self.type_rows
-        if not seen and empties >= rule.needed:
-            more = f" and {bogus} bogus answer(s)" if bogus else ""
-            detail = (
-                f"{empties} first calls in {empties} fresh sessions returned no rows{more}; {rule.needed} agreeing "
-                f"empty answers close the window ({rule.expectation()})"
-            )
-            closed = Verdict(CLOSED, detail, "empty")
-            return self._closed(counted, session, key, closed, read, incomplete=None, empties=empties, bogus=bogus)
-        if empties + bogus >= rule.most:
-            if seen:
-                why = f"an earlier session of this window delivered {seen:,} rows, then {empties + bogus} fresh ones"
-            else:
-                why = f"{empties + bogus} first calls in fresh sessions"
-            reason = (
-                f"inconsistent answers: {why} answered {empties} time(s) with no rows and {bogus} time(s) with only "
-                f"rows without a valid ResultIndex ({rule.needed} agreeing empty answers were needed; "
-                f"{rule.expectation()})"
-            )
-            ended = Verdict(UNTRUSTED, reason)
-            return self._closed(counted, session, key, ended, read, incomplete=reason, empties=empties, bogus=bogus)
         logger.info("%s; asking again in a fresh session (%s)", verdict.detail, rule.expectation())
         return replace(
             counted,
@@ -331,6 +304,7 @@ class ExchangeCursor:
             "emptyAnswers": self.empty_answers,
             "bogusAnswers": self.bogus_answers,
             "typeRows": self.type_rows,
+            "disproved": self.disproved,
             "confirmations": self.confirmations,
             "falseAnswers": self.false_answers,
         }
@@ -357,6 +331,7 @@ class ExchangeCursor:
             empty_answers=int(data.get("emptyAnswers", 0)),
             bogus_answers=int(data.get("bogusAnswers", 0)),
             type_rows=int(data.get("typeRows", 0)),
+            disproved=int(data.get("disproved", 0)),
             confirmations=int(data.get("confirmations", 0)),
             false_answers=int(data.get("falseAnswers", 0)),
         )
