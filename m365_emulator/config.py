@@ -148,6 +148,39 @@ class GraphSettings:
     narrow_to_permissions: bool = True
     """A token holding only per-workload ``AuditLogsQuery-<workload>.Read.All`` roles sees only the records of those
     workloads, silently (the query succeeds with fewer records). False: every record, whatever the role."""
+    limit_flag: bool = False
+    """Send ``isRecordCountLimitExceeded`` (False, default: the property is absent, as it was from the schema until
+    September 2026; a capped query says so only by holding as many records as ``recordCountLimit``)."""
+    send_record_count_limit: bool = True
+    """Send ``recordCountLimit`` (False: a client must assume the documented 1,000,000)."""
+    retry_after_on_429: bool = False
+    """Send ``Retry-After`` with a 429 over ``max_concurrent_queries`` (False, default: none, as CIPP-API found)."""
+    unknown_error_rate: float = 0.01
+    """Share of calls answered 400 ``UnknownError`` (not auditing off); nothing was done (``graph_faults``)."""
+    gateway_error_rate: float = 0.01
+    """Share of calls answered 502/504 with an HTML page and no ``Retry-After``; nothing was done."""
+    fail_rate: float = 0.01
+    """Share of queries that end ``failed`` (a stable draw per display name and window)."""
+    vanish_rate: float = 0.01
+    """Share of queries gone (404) once they would have finished."""
+    stuck_rate: float = 0.0
+    """Share of queries that stay ``running`` (0 by default: a client gives up on one only after hours or many
+    checks, longer than a test suite can wait; tests turn it on with a low ``COLLECTOR_MAX_POLLS``)."""
+    short_read_rate: float = 0.2
+    """Share of succeeded queries whose first read of ``/records`` ends early (40-90 % of the records, no nextLink);
+    later reads are whole."""
+    daily_query_quota: int = 0
+    """Creates per tenant in a rolling 24 h (the emulator's clock) before a 429 without ``Retry-After`` (0: off; the
+    documented figure is "at least 200")."""
+
+    def __post_init__(self) -> None:
+        for name in ("unknown_error_rate", "gateway_error_rate", "fail_rate", "vanish_rate", "stuck_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"graph.{name} must be in [0, 1)")
+        if not 0.0 <= self.short_read_rate <= 1.0:
+            raise ValueError("graph.short_read_rate must be in [0, 1]")
+        if self.fail_rate + self.vanish_rate + self.stuck_rate >= 1.0:
+            raise ValueError("graph.fail_rate + vanish_rate + stuck_rate must be < 1")
 
 
 PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
