@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -189,7 +189,7 @@ class ExchangeAuditClient:
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),
-            EXCHANGE_API,
+            replace(EXCHANGE_API, scope=config.exchange_scope),  # the configured cloud's audience
             sleep=sleep,
             clock=clock,
             retry_wait_scale=retry_wait_scale,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -136,7 +137,7 @@ class GraphAuditClient:
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),
-            GRAPH_API,
+            replace(GRAPH_API, scope=config.graph_scope),  # the configured cloud's audience
             sleep=sleep,
             clock=clock,
             retry_wait_scale=retry_wait_scale,
