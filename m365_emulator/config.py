@@ -159,10 +159,12 @@ class GraphSettings:
     """Share of calls answered 400 ``UnknownError`` (not auditing off); nothing was done (``graph_faults``)."""
     gateway_error_rate: float = 0.01
     """Share of calls answered 502/504 with an HTML page and no ``Retry-After``; nothing was done."""
-    fail_rate: float = 0.01
-    """Share of queries that end ``failed`` (a stable draw per display name and window)."""
-    vanish_rate: float = 0.01
-    """Share of queries gone (404) once they would have finished."""
+    fail_rate: float = 0.0
+    """Share of queries that end ``failed`` (a stable draw per display name and window). 0 by default, like
+    ``stuck_rate``: each one costs a submission, and read-only probes over live windows (the doctor) cannot give one
+    back; the collector's resubmissions are tested with it on."""
+    vanish_rate: float = 0.0
+    """Share of queries gone (404) once they would have finished (0 by default, as ``fail_rate``)."""
     stuck_rate: float = 0.0
     """Share of queries that stay ``running`` (0 by default: a client gives up on one only after hours or many
     checks, longer than a test suite can wait; tests turn it on with a low ``COLLECTOR_MAX_POLLS``)."""
@@ -251,6 +253,9 @@ class ExchangeSettings:
     ServerBusyException, TransientException, BackendCommunicationException)."""
     more_records_available: str = "absent"
     """"present": every page carries ``AuditSearchRequestMetadata.moreRecordsAvailable``; "absent": never."""
+    high_completeness: bool = True
+    """The tenant accepts ``-HighCompleteness`` (False: the parameter is refused with PowerShell's "A parameter cannot
+    be found" 400; the docs say the switch "isn't available in all organizations")."""
 
     def __post_init__(self) -> None:
         choices = {

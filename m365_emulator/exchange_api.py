@@ -62,7 +62,9 @@ def _strings(value: object, name: str) -> list[str]:
     raise BadParametersError(f"Cannot bind parameter '{name}': expected a string or an array of strings.")
 
 
-def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime, datetime, RecordFilter, int]:
+def parse_parameters(
+    params: Mapping[str, Any], max_size: int, *, high_completeness: bool = True
+) -> tuple[datetime, datetime, RecordFilter, int]:
     missing = [name for name in ("StartDate", "EndDate") if not params.get(name)]
     if missing:
         raise BadParametersError(
@@ -87,6 +89,8 @@ def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime
             f"The {size} argument is outside the range 1 to {max_size}."
         )
     high = params.get("HighCompleteness")
+    if high is not None and not high_completeness:  # not available in this organization
+        raise BadParametersError("A parameter cannot be found that matches parameter name 'HighCompleteness'.")
     if high is not None and not isinstance(high, bool):
         raise BadParametersError(
             "Cannot bind parameter 'HighCompleteness': it is a switch; send true or false, or leave it out."
@@ -216,7 +220,9 @@ class ExchangeApi:
                 400, "BadRequest", f"The term '{name}' is not recognized as a supported cmdlet.", request=request
             )
         try:
-            start, end, flt, size = parse_parameters(params, self.settings.max_result_size)
+            start, end, flt, size = parse_parameters(
+                params, self.settings.max_result_size, high_completeness=self.settings.high_completeness
+            )
         except BadParametersError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
         flt = replace(flt, visibility=self.visibility())  # a session keeps the view of its first call

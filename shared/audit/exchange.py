@@ -63,6 +63,8 @@ from shared.errors import (
 
 logger = logging.getLogger(__name__)
 
+PROBE_EMPTY_RETRIES = 2
+"""Fresh sessions a throwaway probe asks again after an empty or bogus answer."""
 PAGE_SIZE_PREFERENCE = 1000
 """Rows per HTTP page asked with ``Prefer: odata.maxpagesize`` (what every public client asks; the service decides)."""
 EXCHANGE_PERMISSION = 'Exchange.ManageAsApp + the "View-Only Audit Logs" role'
@@ -157,6 +159,8 @@ class ProbeCall:
     page_sizes: list[int] = field(default_factory=list)
     bogus: int = 0
     """Rows without a valid ``ResultIndex`` (not counted in ``rows``)."""
+    empty_answers: int = 0
+    """Throwaway sessions that answered no rows before this answer (and this one, when it has none either)."""
 
     @property
     def short(self) -> bool:
@@ -367,8 +371,42 @@ class ExchangeAuditClient:
     ) -> ProbeCall:
         """One call of a session (a throwaway one unless ``session_id`` names it): what it returned, unchecked.
 
-        It counts the window only when the call is short (``ProbeCall.short``); a full call is a lower bound.
+        It counts the window only when the call is short (``ProbeCall.short``); a full call is a lower bound. A
+        throwaway session's empty (or bogus) answer is no evidence (a first call can answer "nothing" falsely): it is
+        asked again in a fresh session, at most ``PROBE_EMPTY_RETRIES`` times (``ProbeCall.empty_answers``).
         """
+        seen = self._probe_once(
+            window,
+            filters,
+            result_size=result_size,
+            record_type=record_type,
+            session_id=session_id,
+            high_completeness=high_completeness,
+        )
+        empties = 0
+        while session_id is None and seen.rows == 0 and empties < PROBE_EMPTY_RETRIES:
+            empties += 1
+            seen = self._probe_once(
+                window,
+                filters,
+                result_size=result_size,
+                record_type=record_type,
+                session_id=None,
+                high_completeness=high_completeness,
+            )
+        seen.empty_answers = empties + int(seen.rows == 0)
+        return seen
+
+    def _probe_once(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters | None,
+        *,
+        result_size: int,
+        record_type: str | None,
+        session_id: str | None,
+        high_completeness: bool,
+    ) -> ProbeCall:
         seen = ProbeCall(asked=result_size)
         rows_of_call = self._call(
             window,

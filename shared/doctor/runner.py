@@ -18,6 +18,8 @@ from shared.audit.config import AuditApiConfig
 from shared.doctor.exchange_probe import ExchangeProbe
 from shared.doctor.fixes import TENANT_SETTING, config_failure
 from shared.doctor.graph_probe import GraphProbe
+from shared.doctor.high_completeness import PROBE as HIGH_COMPLETENESS
+from shared.doctor.high_completeness import probe_high_completeness
 from shared.doctor.model import (
     EXCHANGE_PROBES,
     GRAPH_PROBES,
@@ -131,6 +133,7 @@ def run_doctor(
         else:
             exchange.run()
         results.update(exchange.results)
+        results[HIGH_COMPLETENESS] = probe_high_completeness(config, exchange.results, budget, now)
     if graph is not None:
         graph.finish()
         results.update(graph.results)

@@ -213,3 +213,15 @@ def test_more_records_available_is_present_and_honest_when_asked(knobs: tuple[Em
         if not rows:
             break
     assert flags[-2:] == [False, False] and all(flags[: (n - 100) // 100])
+
+
+def test_a_tenant_may_refuse_high_completeness(knobs: tuple[Emulator, requests.Session]) -> None:
+    emu, exo = knobs
+    accepted = exo.post(invoke_url(emu), json=command(5, str(uuid.uuid4()), HighCompleteness=True), headers=EXO_HEADERS)
+    assert accepted.status_code == 200
+    emu.config.exchange.high_completeness = False  # "isn't available in all organizations"
+    refused = exo.post(invoke_url(emu), json=command(5, str(uuid.uuid4()), HighCompleteness=True), headers=EXO_HEADERS)
+    assert refused.status_code == 400
+    assert "cannot be found that matches parameter name 'HighCompleteness'" in refused.text
+    without = exo.post(invoke_url(emu), json=command(5, str(uuid.uuid4())), headers=EXO_HEADERS)
+    assert without.status_code == 200
