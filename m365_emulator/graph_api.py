@@ -33,6 +33,7 @@ from m365_emulator.graph_model import (
     decode_token,
     encode_token,
     jitter,
+    page_key,
     parse_create_body,
 )
 from m365_emulator.ingestion import IngestionSettings, Visibility
@@ -380,11 +381,12 @@ class GraphApi:
         }
         if emitted < returned and cursor is not None and page:
             out["@odata.nextLink"] = f"{base}/records?$top={top}&$skiptoken={encode_token(emitted, cursor, read)}"
-        page_key = f"{query.body.get('displayName') or ''}|{query.start.isoformat()}|{request.query.get('$skiptoken')}"
+        at = page_key(request.query.get("$skiptoken"))  # the same page in every read
+        page_key_text = f"{query.body.get('displayName') or ''}|{query.start.isoformat()}|{at}"
         with self._lock:
-            reads = self._page_reads[f"{query.id}|{page_key}"]
-            self._page_reads[f"{query.id}|{page_key}"] += 1
-        if self.faults.is_broken_page(f"graph|{page_key}", reads):
+            reads = self._page_reads[f"{query.id}|{page_key_text}"]
+            self._page_reads[f"{query.id}|{page_key_text}"] += 1
+        if self.faults.is_broken_page(f"graph|{page_key_text}", reads):
             self.stats.bump(self.stats.broken_pages, (query.tenant.tenant_id, "graph"))
             return Reply(200, None, raw=broken_json(out))
         return Reply(200, out)

@@ -173,3 +173,11 @@ def decode_token(token: str) -> tuple[int, Cursor, int]:
     emitted, hour, index = fields[:3]
     read = int(fields[3]) if len(fields) > 3 else 1
     return int(emitted), (int(hour), int(index)), read
+
+
+def page_key(token: str | None) -> str | None:
+    """Which page of a query a ``$skiptoken`` names, whichever read it belongs to (the token of its first read)."""
+    if token is None:
+        return None
+    emitted, cursor, _ = decode_token(token)
+    return base64.urlsafe_b64encode(f"{emitted}:{cursor[0]}:{cursor[1]}".encode()).decode().rstrip("=")
