@@ -6,7 +6,8 @@ that continue, rows in order, no disguised failures, no false answers): the only
 right on. "capped-restart" etc. are the 2026 shapes with everything else at the emulator's defaults. The issue-25
 shapes, "false-<count>-<sessions>" (``false-capped-restart``, ``false-total-continue``, ...), make a third of the
 windows' first answers false (no rows, or a bogus row with ``ResultIndex`` -1) and shuffle each call's rows across HTTP
-pages of 700 (``--pages mix``: 1,000, 5,000 or 1..5,000), in every ``ResultCount`` and session mode.
+pages of 700 (``--pages mix``: 1,000, 5,000 or 1..5,000), in every ``ResultCount`` and session mode;
+"unsorted-pages" and "false-answers" are each alone.
 
 Each run serves an app checkout on the local host (SHIM mode, memory store) against the emulator over HTTPS, with a
 per-request latency so collection time reflects calls, and compares the output with the ground truth. A call is one
@@ -51,6 +52,11 @@ SERVICES: dict[str, dict[str, object]] = {
         for count in ("total", "capped", "size")
         for sessions in ("continue", "restart", "empty")
     },
+    # Each finding of issue 25 alone, on the 2026 defaults (capped counts, sessions that restart):
+    "unsorted-pages": {"false_answer_rate": 0.0, "unsorted": True, "unsorted_across_pages": True,
+                       "page_size_mode": "fixed", "page_size": 700},
+    "false-answers": {"false_answer_rate": 1 / 3, "unsorted": True, "unsorted_across_pages": False,
+                      "page_size_mode": "fixed", "page_size": 1000},
 }  # fmt: skip
 """Emulator Exchange knobs per service shape ("old": before 2026; the others keep the 2026 defaults otherwise)."""
 
