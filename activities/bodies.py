@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from activities.graph_export import GraphReads
 from activities.reread import earlier_read, write_window
 from shared import names
 from shared.audit.filter_check import FilterCheck
@@ -21,7 +22,7 @@ from shared.audit.ports import (
     TimeWindow,
 )
 from shared.budget.slot_deadline import SlotDeadline
-from shared.errors import CollectorError, NeedsSplitError, TransientApiError
+from shared.errors import CollectorError, NeedsSplitError, QueryFailedError, TransientApiError
 from shared.log_fields import log_event
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 from shared.redact import redact
@@ -79,11 +80,18 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
         # carries the content it reads over, so a look-up by name never finds the earlier read's query.
         over = earlier_read(sink, chunk_name)
         after = over.sha256 if over is not None else None
-        display = query_display_name(str(payload["collectionId"]), chunk) + (f"-{after[:8]}" if after else "")
+        # A query that failed, vanished or stayed unfinished is resubmitted under a name of its own (the look-up by
+        # name must not find the one given up on), a bounded number of times (each costs a submission).
+        again = int(payload.get("resubmit") or 0)
+        display = (
+            query_display_name(str(payload["collectionId"]), chunk)
+            + (f"-{after[:8]}" if after else "")
+            + (f"-r{again}" if again else "")
+        )
         earlier = sink.read_bytes(record)
         recorded = json.loads(earlier) if earlier is not None else None
-        if recorded is not None and recorded.get("after") != after:
-            recorded = None  # left by a read before the window's current content: not this read's query
+        if recorded is not None and (recorded.get("after") != after or int(recorded.get("resubmit") or 0) != again):
+            recorded = None  # left by an earlier read of the window, or the query given up on: not this one
         if recorded is not None and recorded.get("queryId"):
             return ActivityResult.success({"queryId": str(recorded["queryId"])})
         deadline = SlotDeadline.of(payload)
@@ -93,10 +101,12 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
             if recorded is not None and isinstance(api, FindsQueries):
                 query_id = api.find_query(chunk.window(), display_name=str(recorded.get("displayName") or display))
             if query_id is None:
-                write_bytes(sink, record, json.dumps({"displayName": display, "after": after}).encode())
+                intent = {"displayName": display, "after": after, "resubmit": again}
+                write_bytes(sink, record, json.dumps(intent).encode())
                 filters = filters_from_json(payload.get("filters"))
                 query_id = api.create_query(chunk.window(), filters, display_name=display)
-        write_bytes(sink, record, json.dumps({"displayName": display, "queryId": query_id, "after": after}).encode())
+        done = {"displayName": display, "queryId": query_id, "after": after, "resubmit": again}
+        write_bytes(sink, record, json.dumps(done).encode())
         return ActivityResult.success({"queryId": query_id})
 
     return _guard(body)
@@ -120,11 +130,14 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             return checked_and_exported(query_id)
 
     def checked_and_exported(query_id: str) -> ActivityResult:
-        status = api.get_query(query_id)
+        try:
+            status = api.get_query(query_id)
+        except QueryFailedError as exc:  # gone from the service (404): the lane resubmits it, a bounded number of times
+            logger.warning("audit query %s vanished: %s", query_id, exc)
+            return ActivityResult.success({"outcome": chunk_rules.FAILED, "rawStatus": "vanished (404)"})
+        splittable = not bool(payload.get("allowIncomplete", False))
         outcome = chunk_rules.graph_outcome(
-            status,
-            splittable=not bool(payload.get("allowIncomplete", False)),
-            max_records=int(payload.get("maxRecords") or 0),
+            status, splittable=splittable, max_records=int(payload.get("maxRecords") or 0)
         )
         checked: JsonDict = {
             "outcome": outcome,
@@ -136,17 +149,20 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             return ActivityResult.split(checked)
         if outcome in (chunk_rules.PENDING, chunk_rules.FAILED):
             return ActivityResult.success(checked)
+        # Read until the export agrees with what the query said it holds (a capped export splits the window).
+        reads = GraphReads(api, query_id, status, splittable=splittable)
         summary = write_window(  # a window read before (a settle pass) is replaced only where it changed
             sink,
             tenant_id=str(payload["tenantId"]),
             collection_id=str(payload["collectionId"]),
             chunk=chunk,
-            pages=api.iter_record_pages(query_id),
+            pages=reads.pages(),
             attempt=int(payload.get("attempt", 1)),
-            incomplete=outcome == chunk_rules.EXPORT_INCOMPLETE,
+            incomplete=lambda: outcome == chunk_rules.EXPORT_INCOMPLETE or reads.incomplete,
             check=FilterCheck.of(filters_from_json(payload.get("filters"))),
+            evidence=lambda: (reads.evidence(),),
         )
-        return ActivityResult.success({**checked, "summary": summary.to_json()})
+        return ActivityResult.success({**checked, "summary": summary.to_json(), "reads": len(reads.reads)})
 
     return _guard(body)
 

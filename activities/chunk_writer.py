@@ -17,6 +17,7 @@ lone surrogate) is quarantined as unusable instead of failing the chunk.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Generator, Iterable
 from datetime import datetime
@@ -25,7 +26,7 @@ from shared import names
 from shared.audit.filter_check import FilterCheck
 from shared.audit.normalise import raw_text
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWindow
-from shared.models import Chunk, ChunkSummary
+from shared.models import Chunk, ChunkSummary, JsonDict
 from shared.records.json_codec import JsonEncodeError, dump_line, dump_lines
 from shared.records.prefetch import prefetched
 from shared.records.rules import Deduplicator, Quarantine, format_timestamp, parse_record_time
@@ -172,8 +173,12 @@ def write_chunk(
     attempt: int,
     incomplete: bool | Callable[[], bool] = False,
     check: FilterCheck | None = None,
+    evidence: Callable[[], tuple[JsonDict, ...]] | None = None,
 ) -> ChunkSummary:
-    """Write the chunk object (+ quarantine when needed, + summary sidecar); returns the summary."""
+    """Write the chunk object (+ quarantine when needed, + summary sidecar); returns the summary.
+
+    ``incomplete`` and ``evidence`` (what proved the chunk whole, or why not) may be read only once every page was
+    consumed: pass callables."""
     name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
     records = ChunkRecords(chunk.window(), check=check)
     lines = records.lines(pages)
@@ -186,6 +191,8 @@ def write_chunk(
     summary = summarize(
         sink, name, chunk, records=records, malformed=malformed, stored=stored, incomplete=flagged, attempt=attempt
     )
+    if evidence is not None:
+        summary = dataclasses.replace(summary, evidence=evidence())
     write_bytes(sink, names.summary_object_name(name), _dumps(summary.to_json()))
     return summary
 

@@ -8,8 +8,10 @@ call resumes the session instead of restarting the chunk. The cursor and one cal
 ``shared.audit.exchange_session`` (``read_call``), which the ``doctor`` preflight reads its window through too. A
 record type is done only when a call proved it (fewer rows than asked, an empty first call, ``moreRecordsAvailable:
 false``); when its session cannot be trusted the window is split, and a window at the minimum split is committed with
-what was read and reported incomplete with the reason. The last call (the last session done) commits the parts into
-the chunk object, with the evidence in its summary.
+what was read and reported incomplete with the reason. An empty (or bogus) first answer is asked again in a fresh
+session before a record type is closed as empty; how many agreeing answers it takes depends on what the window
+expects (``expectedRecords``, from the density the collection learned: ``exchange_evidence.EmptyRule``). The last
+call (the last session done) commits the parts into the chunk object, with the evidence in its summary.
 
 Every result carries ``exchange``: what this activity's calls cost and showed (calls, full calls, the rows of the
 densest record type so far, whether the service's sessions continued), which the collection window learns the
@@ -19,6 +21,7 @@ tenant's density from and reports.
 from __future__ import annotations
 
 from activities.chunk_parts import ChunkParts, part_key
+from shared.audit.exchange_evidence import EmptyRule
 from shared.audit.exchange_session import BlockRead, ExchangeCursor, read_call
 from shared.audit.ports import AuditSearchApi
 from shared.budget.slot_deadline import SlotDeadline
@@ -26,6 +29,16 @@ from shared.errors import NeedsSplitError
 from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
 
 __all__ = ["ExchangeCursor", "exchange_call"]
+
+
+def _answers(cursor: ExchangeCursor) -> JsonDict:
+    """The chunk's confirmations and false answers, when it had any (the tallies stay as they were otherwise)."""
+    tally = {"confirmations": cursor.confirmations, "falseAnswers": cursor.false_answers}
+    return {k: v for k, v in tally.items() if v}
+
+
+def _expected(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> ActivityResult:
@@ -39,6 +52,7 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
         splittable=not bool(payload.get("allowIncomplete", False)),
         session_cap=int(getattr(api, "session_cap", 50_000)),
         split_on_full=bool(payload.get("splitOnFull", False)),
+        empty_rule=EmptyRule(_expected(payload.get("expectedRecords"))),
     )
     cursor = ExchangeCursor.from_json(payload.get("cursor"))
     key = part_key(int(payload.get("call", 0)))
@@ -56,6 +70,9 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
             "continues": tally.get("continues"),
             "hint": int(tally.get("hint", 0)),
         }
+        for name, before in (("confirmations", cursor.confirmations), ("falseAnswers", cursor.false_answers)):
+            if int(tally.get(name, 0)) - before:
+                spent[name] = int(tally.get(name, 0)) - before
         return ActivityResult.success({"summary": done.to_json(), "exchange": spent})
     if record is None:
         deadline = SlotDeadline.of(payload)
@@ -90,6 +107,7 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
             "rows": after.max_rows,
             "continues": after.continues,
             "hint": after.hint,
+            **_answers(after),
         },
     )
     return ActivityResult.success(

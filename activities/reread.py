@@ -26,7 +26,7 @@ from activities.chunk_writer import ChunkRecords, _dumps, summarize, write_chunk
 from shared import names
 from shared.audit.filter_check import FilterCheck
 from shared.audit.ports import RecordPage
-from shared.models import Chunk, ChunkSummary
+from shared.models import Chunk, ChunkSummary, JsonDict
 from shared.sinks.base import ChunkSink, write_bytes
 
 _KEY = "r{:06d}"
@@ -57,10 +57,12 @@ def write_window(
     attempt: int,
     incomplete: bool | Callable[[], bool] = False,
     check: FilterCheck | None = None,
+    evidence: Callable[[], tuple[JsonDict, ...]] | None = None,
 ) -> ChunkSummary:
     """Write a chunk's read: whole when the window was never read, else only when its content changed.
 
-    ``check`` trims records outside the request's filters (``shared.audit.filter_check``), as a first read does."""
+    ``check`` trims records outside the request's filters (``shared.audit.filter_check``), as a first read does;
+    ``evidence`` (read once the pages are consumed) goes into the summary as it is."""
     name = names.chunk_object_name(tenant_id, collection_id, chunk.start, chunk.end)
     previous = earlier_read(sink, name)
     if previous is None:
@@ -73,6 +75,7 @@ def write_window(
             attempt=attempt,
             incomplete=incomplete,
             check=check,
+            evidence=evidence,
         )
     records = ChunkRecords(chunk.window(), check=check)
     keys: list[str] = []
@@ -104,6 +107,8 @@ def write_window(
     summary = summarize(
         sink, name, chunk, records=records, malformed=malformed, stored=stored, incomplete=flagged, attempt=attempt
     )
+    if evidence is not None:
+        summary = dataclasses.replace(summary, evidence=evidence())
     if not malformed and previous.quarantine_blob is not None:
         sink.delete(previous.quarantine_blob)  # every record of it now reads well (or is gone from the window)
     summary = with_late(summary, previous)

@@ -161,6 +161,41 @@ class GraphSettings:
     narrow_to_permissions: bool = True
     """A token holding only per-workload ``AuditLogsQuery-<workload>.Read.All`` roles sees only the records of those
     workloads, silently (the query succeeds with fewer records). False: every record, whatever the role."""
+    limit_flag: bool = False
+    """Send ``isRecordCountLimitExceeded`` (False, default: the property is absent, as it was from the schema until
+    September 2026; a capped query says so only by holding as many records as ``recordCountLimit``)."""
+    send_record_count_limit: bool = True
+    """Send ``recordCountLimit`` (False: a client must assume the documented 1,000,000)."""
+    retry_after_on_429: bool = False
+    """Send ``Retry-After`` with a 429 over ``max_concurrent_queries`` (False, default: none, as CIPP-API found)."""
+    unknown_error_rate: float = 0.01
+    """Share of calls answered 400 ``UnknownError`` (not auditing off); nothing was done (``graph_faults``)."""
+    gateway_error_rate: float = 0.01
+    """Share of calls answered 502/504 with an HTML page and no ``Retry-After``; nothing was done."""
+    fail_rate: float = 0.0
+    """Share of queries that end ``failed`` (a stable draw per display name and window). 0 by default, like
+    ``stuck_rate``: each one costs a submission, and read-only probes over live windows (the doctor) cannot give one
+    back; the collector's resubmissions are tested with it on."""
+    vanish_rate: float = 0.0
+    """Share of queries gone (404) once they would have finished (0 by default, as ``fail_rate``)."""
+    stuck_rate: float = 0.0
+    """Share of queries that stay ``running`` (0 by default: a client gives up on one only after hours or many
+    checks, longer than a test suite can wait; tests turn it on with a low ``COLLECTOR_MAX_POLLS``)."""
+    short_read_rate: float = 0.2
+    """Share of succeeded queries whose first read of ``/records`` ends early (40-90 % of the records, no nextLink);
+    later reads are whole."""
+    daily_query_quota: int = 0
+    """Creates per tenant in a rolling 24 h (the emulator's clock) before a 429 without ``Retry-After`` (0: off; the
+    documented figure is "at least 200")."""
+
+    def __post_init__(self) -> None:
+        for name in ("unknown_error_rate", "gateway_error_rate", "fail_rate", "vanish_rate", "stuck_rate"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"graph.{name} must be in [0, 1)")
+        if not 0.0 <= self.short_read_rate <= 1.0:
+            raise ValueError("graph.short_read_rate must be in [0, 1]")
+        if self.fail_rate + self.vanish_rate + self.stuck_rate >= 1.0:
+            raise ValueError("graph.fail_rate + vanish_rate + stuck_rate must be < 1")
 
 
 PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
@@ -185,8 +220,9 @@ class ExchangeSettings:
     page_size: int = 1000
     """Rows per HTTP response; the rest of a cmdlet call's block follows through ``@odata.nextLink``. The service
     picks it: ``Prefer: odata.maxpagesize`` is not honoured (default 1,000, what public clients get)."""
-    page_size_mode: str = "fixed"
-    """"fixed" (every page ``page_size``) or "mix" (each page 1,000, 5,000 or 1..5,000, a stable draw per page)."""
+    page_size_mode: str = "mix"
+    """"mix" (default: each page 1,000, 5,000 or 1..5,000, a stable draw per page: sizes the client did not ask for)
+    or "fixed" (every page ``page_size``)."""
     check_anchor: bool = True
     """Require ``X-AnchorMailbox: APP:SystemMailbox{bb558c35-...}@<tenant initial domain>``."""
     anchor_accepts_tenant_id: bool = True
@@ -210,7 +246,19 @@ class ExchangeSettings:
     session_mode: str = "restart"
     """Later calls of a SessionId: "continue" (the next block), "restart" (from index 1 again) or "empty" (nothing)."""
     unsorted: bool = True
-    """Each page's rows in a stable shuffled order (neither by time nor by ResultIndex)."""
+    """Rows in a stable shuffled order (neither by time nor by ResultIndex)."""
+    unsorted_across_pages: bool = True
+    """With ``unsorted``: a call's whole block is shuffled before it is cut into HTTP pages, so no page holds a
+    contiguous run of ``ResultIndex`` (False: each page holds the next rows, shuffled within the page)."""
+    false_answer_rate: float = 0.3
+    """Share of windows whose first call answers falsely: no rows, or one bogus row (``ResultIndex`` -1), as a
+    server timeout does. Drawn once per window (StartDate, EndDate, RecordType and filters): the first call any
+    session makes for it. The session is left as it was (its next call hands out its first block)."""
+    false_bogus_share: float = 0.5
+    """Of the false answers, the share that is a bogus row rather than an empty list."""
+    false_repeat_rate: float = 0.0
+    """Share of *later* first calls (fresh sessions) for a window already asked that answer falsely too (0 by
+    default: the public reports say a re-run returns the rows)."""
     cancel_warning_rate: float = 0.01
     """Share of calls and nextLink pages answered 200 with no rows and a "task was canceled" warning."""
     transient_400_rate: float = 0.01
@@ -218,6 +266,9 @@ class ExchangeSettings:
     ServerBusyException, TransientException, BackendCommunicationException)."""
     more_records_available: str = "absent"
     """"present": every page carries ``AuditSearchRequestMetadata.moreRecordsAvailable``; "absent": never."""
+    high_completeness: bool = True
+    """The tenant accepts ``-HighCompleteness`` (False: the parameter is refused with PowerShell's "A parameter cannot
+    be found" 400; the docs say the switch "isn't available in all organizations")."""
 
     def __post_init__(self) -> None:
         choices = {
@@ -231,9 +282,17 @@ class ExchangeSettings:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"exchange.{name} must be one of {sorted(allowed)}, got {getattr(self, name)!r}")
-        for name in ("over_delivery", "cancel_warning_rate", "transient_400_rate"):
+        for name in (
+            "over_delivery",
+            "cancel_warning_rate",
+            "transient_400_rate",
+            "false_answer_rate",
+            "false_repeat_rate",
+        ):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"exchange.{name} must be in [0, 1)")
+        if not 0.0 <= self.false_bogus_share <= 1.0:
+            raise ValueError("exchange.false_bogus_share must be in [0, 1]")
 
 
 @dataclass

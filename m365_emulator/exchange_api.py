@@ -24,12 +24,21 @@ from datetime import datetime
 from typing import Any
 
 from m365_emulator.config import EXCHANGE_PERMISSION, EXCHANGE_ROLE, ExchangeSettings, TenantSpec
-from m365_emulator.exchange_faults import TRANSIENT_400_CODES, StableDraws, cancel_warning, shuffled, transient_400
-from m365_emulator.exchange_paging import PageToken, anchor_problem, body_hash, page_size, role_denied
-from m365_emulator.exchange_sessions import Block, Session, next_block
+from m365_emulator.exchange_faults import (
+    TRANSIENT_400_CODES,
+    BlockCache,
+    FalseAnswers,
+    StableDraws,
+    cancel_warning,
+    false_answer,
+    shuffled,
+    transient_400,
+)
+from m365_emulator.exchange_paging import PageToken, ShuffledBlock, anchor_problem, body_hash, page_size, role_denied
+from m365_emulator.exchange_sessions import Block, Session, announced, next_block
 from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
-from m365_emulator.stream import RecordFilter, iter_matching
+from m365_emulator.stream import RecordFilter, count_matching, iter_matching
 from m365_emulator.synth import SynthRecord
 from m365_emulator.wire import Reply, Request, api_error, parse_time
 
@@ -53,7 +62,9 @@ def _strings(value: object, name: str) -> list[str]:
     raise BadParametersError(f"Cannot bind parameter '{name}': expected a string or an array of strings.")
 
 
-def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime, datetime, RecordFilter, int]:
+def parse_parameters(
+    params: Mapping[str, Any], max_size: int, *, high_completeness: bool = True
+) -> tuple[datetime, datetime, RecordFilter, int]:
     missing = [name for name in ("StartDate", "EndDate") if not params.get(name)]
     if missing:
         raise BadParametersError(
@@ -78,6 +89,8 @@ def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime
             f"The {size} argument is outside the range 1 to {max_size}."
         )
     high = params.get("HighCompleteness")
+    if high is not None and not high_completeness:  # not available in this organization
+        raise BadParametersError("A parameter cannot be found that matches parameter name 'HighCompleteness'.")
     if high is not None and not isinstance(high, bool):
         raise BadParametersError(
             "Cannot bind parameter 'HighCompleteness': it is a switch; send true or false, or leave it out."
@@ -94,6 +107,12 @@ def parse_parameters(params: Mapping[str, Any], max_size: int) -> tuple[datetime
         keyword=params.get("FreeText") if isinstance(params.get("FreeText"), str) else None,
     )
     return start, end, flt, size
+
+
+def _answer_key(params: Mapping[str, Any], window: str) -> str:
+    """What makes two calls ask the same question (window, record type, filters), whatever their session."""
+    asked = {k: v for k, v in params.items() if k not in ("SessionId", "SessionCommand", "ResultSize")}
+    return f"{window}|{json.dumps(asked, sort_keys=True, default=str)}"
 
 
 def _window_key(request: Request) -> str:
@@ -126,6 +145,8 @@ class ExchangeApi:
         self._in_flight: dict[str, int] = {}
         self._page_reads: Counter[str] = Counter()
         self._draws = StableDraws()
+        self._false = FalseAnswers()
+        self._blocks = BlockCache()
 
     def authorize(
         self, request: Request, tenant_id: str, roles: tuple[str, ...], has_role: bool, client_id: str
@@ -199,7 +220,9 @@ class ExchangeApi:
                 400, "BadRequest", f"The term '{name}' is not recognized as a supported cmdlet.", request=request
             )
         try:
-            start, end, flt, size = parse_parameters(params, self.settings.max_result_size)
+            start, end, flt, size = parse_parameters(
+                params, self.settings.max_result_size, high_completeness=self.settings.high_completeness
+            )
         except BadParametersError as exc:
             return api_error(400, "BadRequest", str(exc), request=request)
         flt = replace(flt, visibility=self.visibility())  # a session keeps the view of its first call
@@ -236,11 +259,30 @@ class ExchangeApi:
         if self._draws.hit(self.faults.config.seed, f"400|{draw}", self.settings.transient_400_rate):
             self.stats.bump(self.stats.transient_400s, key)
             return transient_400(request, self._draws.pick(self.faults.config.seed, draw, TRANSIENT_400_CODES))
+        false = None
+        if session.calls == 0:  # a session's first call may answer "nothing" falsely (a server timeout)
+            false = self._false.draw(self.faults.config.seed, _answer_key(params, _window_key(request)), self.settings)
+        if false is not None:
+            self.stats.bump(self.stats.false_answers, key)
+            bogus = self._bogus_row(session, spec, size) if false == "bogus" else None
+            return false_answer(self._context(request, tenant_id), bogus)
         block = next_block(session, spec, size, self.settings, self._row)
         if self._draws.hit(self.faults.config.seed, f"cancel|{draw}", self.settings.cancel_warning_rate):
             self.stats.bump(self.stats.cancel_warnings, key)
             return cancel_warning(self._context(request, tenant_id))  # the block is lost: the session moved on
         return self._page_reply(request, tenant_id, session_id=str(session_id or ""), block=block)
+
+    def _bogus_row(self, session: Session, spec: TenantSpec, size: int) -> dict[str, Any] | None:
+        """A row that looks like the window's first record but carries ``ResultIndex`` -1 (None: an empty window)."""
+        start, end = session.start.timestamp(), session.end.timestamp()
+        for record, _ in iter_matching(spec, start, end, session.flt):
+            count = announced(self.settings, count_matching(spec, start, end, session.flt), size)
+            return self._row(record, session.runspace, -1, max(1, count))
+        return None
+
+    @property
+    def _across_pages(self) -> bool:
+        return self.settings.unsorted and self.settings.unsorted_across_pages
 
     def _page_reply(self, request: Request, tenant_id: str, *, session_id: str, block: Block) -> Reply:
         """The first page of a block, with a nextLink to the rest when the block is larger than one page."""
@@ -248,20 +290,32 @@ class ExchangeApi:
         first_index = rows[0]["ResultIndex"] if rows else 1
         # Keyed by the window, not the session id (a client's random choice): the same run pages the same way.
         size = page_size(self.settings, self.faults.config.seed, _window_key(request), first_index)
+        whole = None
+        if self._across_pages and rows:  # the block shuffled as a whole, then cut into pages
+            rows = shuffled(rows, self.faults.config.seed, f"{_window_key(request)}|block {first_index}")
+            whole = ShuffledBlock(block.start, first_index, len(rows), size)
+            self._blocks.put((tenant_id, session_id, first_index, body_hash(request.body)), rows)
         page, rest = rows[:size], rows[size:]
-        out = self._page_body(request, tenant_id, page, first_index, block.more)
+        out = self._page_body(request, tenant_id, page, first_index, block.more, shuffle=whole is None)
         if rest:
             token = PageToken(
-                session_id, rest[0]["ResultIndex"], len(rest), block.result_count, block.afters[len(page) - 1],
-                body_hash(request.body), block.more,
+                session_id, first_index + len(page), len(rest), block.result_count, block.afters[len(page) - 1],
+                body_hash(request.body), block.more, whole,
             )  # fmt: skip
             out["@odata.nextLink"] = self._link(request, tenant_id, token)
         return Reply(200, out)
 
     def _page_body(
-        self, request: Request, tenant_id: str, rows: list[dict[str, Any]], first_index: int, more: bool
+        self,
+        request: Request,
+        tenant_id: str,
+        rows: list[dict[str, Any]],
+        first_index: int,
+        more: bool,
+        *,
+        shuffle: bool = True,
     ) -> dict[str, Any]:
-        if self.settings.unsorted:
+        if self.settings.unsorted and shuffle:
             rows = shuffled(rows, self.faults.config.seed, f"{_window_key(request)}|{first_index}")
         out: dict[str, Any] = {"@odata.context": self._context(request, tenant_id), "value": rows}
         if self.settings.more_records_available == "present":
@@ -306,16 +360,25 @@ class ExchangeApi:
         rows: list[dict[str, Any]] = []
         afters = []
         start, end = window
-        for record, after in iter_matching(spec, start.timestamp(), end.timestamp(), flt, token.cursor):
-            rows.append(self._row(record, runspace, token.first_index + len(rows), token.result_count))
-            afters.append(after)
-            if len(rows) >= size:
-                break
-        out = self._page_body(request, tenant_id, rows, token.first_index, token.more)
+        whole = token.block
+        if whole is not None:  # a page of a block shuffled as a whole: the same block, the next slice of it
+            block_rows = self._block_rows(
+                tenant_id, token, whole, spec=spec, window=window, flt=flt, runspace=runspace, request=request
+            )
+            rows = block_rows[whole.offset : whole.offset + size]
+            afters = [token.cursor] * len(rows)
+            whole = ShuffledBlock(whole.start, whole.first_index, whole.length, whole.offset + len(rows))
+        else:
+            for record, after in iter_matching(spec, start.timestamp(), end.timestamp(), flt, token.cursor):
+                rows.append(self._row(record, runspace, token.first_index + len(rows), token.result_count))
+                afters.append(after)
+                if len(rows) >= size:
+                    break
+        out = self._page_body(request, tenant_id, rows, token.first_index, token.more, shuffle=whole is None)
         if rows and token.remaining > len(rows):
             following = PageToken(
                 token.session_id, token.first_index + len(rows), token.remaining - len(rows), token.result_count,
-                afters[-1], token.body_hash, token.more,
+                afters[-1], token.body_hash, token.more, whole,
             )  # fmt: skip
             out["@odata.nextLink"] = self._link(request, tenant_id, following)
         with self._lock:
@@ -325,6 +388,33 @@ class ExchangeApi:
             self.stats.bump(self.stats.broken_pages, (tenant_id, "exchange"))
             return Reply(200, None, raw=broken_json(out))
         return Reply(200, out)
+
+    def _block_rows(
+        self,
+        tenant_id: str,
+        token: PageToken,
+        whole: ShuffledBlock,
+        *,
+        spec: TenantSpec,
+        window: tuple[datetime, datetime],
+        flt: RecordFilter,
+        runspace: str,
+        request: Request,
+    ) -> list[dict[str, Any]]:
+        """The shuffled rows of a call's whole block: remembered from its first page, else rebuilt from the token."""
+        key = (tenant_id, token.session_id, whole.first_index, token.body_hash)
+        rows = self._blocks.get(key)
+        if rows is not None:
+            return rows
+        start, end = window
+        built: list[dict[str, Any]] = []
+        for record, _ in iter_matching(spec, start.timestamp(), end.timestamp(), flt, whole.start):
+            built.append(self._row(record, runspace, whole.first_index + len(built), token.result_count))
+            if len(built) >= whole.length:
+                break
+        rows = shuffled(built, self.faults.config.seed, f"{_window_key(request)}|block {whole.first_index}")
+        self._blocks.put(key, rows)
+        return rows
 
     @staticmethod
     def _context(request: Request, tenant_id: str) -> str:

@@ -38,23 +38,45 @@ class PageToken:
     body_hash: str
     more: bool = False
     """The call's ``moreRecordsAvailable`` (sent on every page of the call when that knob is on)."""
+    block: ShuffledBlock | None = None
+    """Set when the call's whole block was shuffled before it was cut into pages: where to rebuild it from."""
 
     def encode(self) -> str:
+        block = self.block.to_list() if self.block is not None else None
         raw = json.dumps(
             [
                 self.session_id, self.first_index, self.remaining, self.result_count, list(self.cursor),
-                self.body_hash, self.more,
+                self.body_hash, self.more, block,
             ]
         )  # fmt: skip
         return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
     @classmethod
     def decode(cls, text: str) -> PageToken:
-        session_id, first, remaining, count, cursor, body_hash, more = json.loads(
-            base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        )
+        values = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        session_id, first, remaining, count, cursor, body_hash, more = values[:7]
+        block = ShuffledBlock.from_list(values[7]) if len(values) > 7 and values[7] is not None else None
         cursor_at = (int(cursor[0]), int(cursor[1]))
-        return cls(str(session_id), int(first), int(remaining), int(count), cursor_at, body_hash, bool(more))
+        return cls(str(session_id), int(first), int(remaining), int(count), cursor_at, body_hash, bool(more), block)
+
+
+@dataclass(frozen=True)
+class ShuffledBlock:
+    """A call's block whose rows were shuffled as a whole before being cut into pages (``unsorted_across_pages``):
+    the stream cursor before its first row, its first ``ResultIndex``, its length and where the next page starts."""
+
+    start: Cursor | None
+    first_index: int
+    length: int
+    offset: int
+
+    def to_list(self) -> list[Any]:
+        return [list(self.start) if self.start is not None else None, self.first_index, self.length, self.offset]
+
+    @classmethod
+    def from_list(cls, data: list[Any]) -> ShuffledBlock:
+        start = (int(data[0][0]), int(data[0][1])) if data[0] is not None else None
+        return cls(start, int(data[1]), int(data[2]), int(data[3]))
 
 
 def body_hash(body: bytes) -> str:

@@ -58,6 +58,8 @@ class Block:
     result_count: int
     more: bool
     """The window holds rows this session has not handed out (honest)."""
+    start: Cursor | None = None
+    """The stream cursor just before the block's first row (where a page of a shuffled block is rebuilt from)."""
 
 
 def announced(settings: ExchangeSettings, total: int, size: int) -> int:
@@ -85,6 +87,7 @@ def next_block(session: Session, spec: TenantSpec, size: int, settings: Exchange
         want = min(size, min(session.cap, session.total) - session.returned)
         rows: list[dict[str, Any]] = []
         afters: list[Cursor] = []
+        before = session.cursor
         if want > 0:
             for record, after in iter_matching(spec, start, end, session.flt, session.cursor):
                 session.returned += 1
@@ -93,4 +96,4 @@ def next_block(session: Session, spec: TenantSpec, size: int, settings: Exchange
                 session.cursor = after
                 if len(rows) >= want:
                     break
-        return Block(rows, afters, count, session.returned < session.total)
+        return Block(rows, afters, count, session.returned < session.total, before)

@@ -21,6 +21,7 @@ from m365_emulator.config import (
     GraphSettings,
     TenantSpec,
 )
+from m365_emulator.graph_faults import GraphFaults
 from m365_emulator.graph_model import (
     ACTIVE,
     DISPLAY_FILTER,
@@ -32,6 +33,7 @@ from m365_emulator.graph_model import (
     decode_token,
     encode_token,
     jitter,
+    page_key,
     parse_create_body,
 )
 from m365_emulator.ingestion import IngestionSettings, Visibility
@@ -78,6 +80,7 @@ class GraphApi:
         self._lock = threading.Lock()
         self._queries: dict[str, GraphQuery] = {}
         self._page_reads: Counter[str] = Counter()
+        self._faults = GraphFaults()
 
     def active_count(self, tenant_id: str) -> int:
         now, delay = self.clock(), self.settings.completion_delay_seconds
@@ -103,6 +106,11 @@ class GraphApi:
                 400, "BadRequest", f"Resource not found for the segment '{'/'.join(parts)}'.", request=request
             )
         version, rest, method = parts[0], parts[4:], request.method
+        fault = self._faults.request_fault(request, self.settings, self.faults.config.seed)
+        if fault is not None:  # an UnknownError 400 or a gateway's HTML page: nothing was done
+            counter = self.stats.unknown_errors if fault.status == 400 else self.stats.gateway_errors
+            self.stats.bump(counter, (tenant_id, "graph"))
+            return fault
         if not rest and method == "POST":
             return self._create(request, tenant_id, version, roles)
         if not rest and method == "GET":
@@ -146,6 +154,8 @@ class GraphApi:
             query = self._queries.get(query_id)
         if query is None or query.deleted or query.tenant.tenant_id != tenant_id:
             return None
+        if query.gone(self.clock(), self.settings.completion_delay_seconds):
+            return None
         return query
 
     def _create(self, request: Request, tenant_id: str, version: str, roles: tuple[str, ...] = ()) -> Reply:
@@ -170,6 +180,17 @@ class GraphApi:
             outcome = "cancelled"
         if any(s < end and start < e for s, e in faults.fail_query_windows):
             outcome = "failed"
+        query_key = f"{body.get('displayName') or ''}|{start.isoformat()}|{end.isoformat()}"
+        drawn = GraphFaults.outcome(query_key, self.settings, faults.seed)
+        if outcome == "succeeded" and drawn is not None:  # failed, vanished or stuck at a rate
+            outcome = drawn
+        if self._faults.over_quota(tenant_id, self.visibility().as_of, self.settings):
+            self.stats.bump(self.stats.quota_429, tenant_id)
+            message = (
+                f"The tenant has reached its limit of {self.settings.daily_query_quota} audit log query submissions "
+                "in 24 hours. Retry later."
+            )
+            return api_error(429, "TooManyRequests", message, request=request)
         extra = jitter(body, start, end, self.settings.completion_jitter_seconds)
         limit = self.settings.max_concurrent_queries
         key = (tenant_id, "graph")
@@ -200,7 +221,7 @@ class GraphApi:
         if rejected:
             self.stats.bump(self.stats.throttled_429, key)
             self.stats.bump(self.stats.concurrency_429, key)
-            retry = self.settings.concurrency_retry_after_seconds
+            retry = self.settings.concurrency_retry_after_seconds if self.settings.retry_after_on_429 else None
             message = f"Too many queued or running audit log queries for this tenant (limit {limit}). Retry later."
             return api_error(429, "TooManyRequests", message, retry_after=retry, request=request)
         self.stats.bump(self.stats.queries_created, tenant_id)
@@ -225,8 +246,13 @@ class GraphApi:
 
     def _list(self, request: Request, tenant_id: str, version: str) -> Reply:
         """The tenant's queries, oldest first, ``list_page_size`` per page; ``$filter`` per ``list_filter``."""
+        now, delay = self.clock(), self.settings.completion_delay_seconds
         with self._lock:
-            mine = [q for q in self._queries.values() if q.tenant.tenant_id == tenant_id and not q.deleted]
+            mine = [
+                q
+                for q in self._queries.values()
+                if q.tenant.tenant_id == tenant_id and not q.deleted and not q.gone(now, delay)
+            ]
         wanted = request.query.get("$filter")
         mode = self.settings.list_filter
         if wanted and mode == "refuse":
@@ -271,6 +297,8 @@ class GraphApi:
                 available = in_window + bleed
                 query.limit_exceeded = available > s.record_count_limit
                 query.returned = min(available, s.record_count_limit)
+                key = f"{query.body.get('displayName') or ''}|{query.start.isoformat()}|{query.end.isoformat()}"
+                query.short_at = GraphFaults.short_at(key, query.returned, s, self.faults.config.seed)
             return query.returned
 
     def _render(self, query: GraphQuery, base_url: str, version: str, *, entity: bool = False) -> dict[str, Any]:
@@ -292,11 +320,13 @@ class GraphApi:
                 "keywordFilter": body.get("keywordFilter") or "",
                 **({"serviceFilter": body["serviceFilter"]} if "serviceFilter" in body else {}),
                 "status": status,
-                "isRecordCountLimitExceeded": query.limit_exceeded if done else False,
-                "recordCountLimit": self.settings.record_count_limit,
                 "approximateReturnedRecordCount": returned,
             }
         )
+        if self.settings.limit_flag:  # in the schema only since September 2026
+            out["isRecordCountLimitExceeded"] = query.limit_exceeded if done else False
+        if self.settings.send_record_count_limit:
+            out["recordCountLimit"] = self.settings.record_count_limit
         return out
 
     def _records(self, request: Request, query: GraphQuery, version: str) -> Reply:
@@ -308,9 +338,20 @@ class GraphApi:
         returned = self._finish(query)
         try:
             top = int(request.query.get("$top") or self.settings.page_size)
-            emitted, cursor = decode_token(request.query["$skiptoken"]) if "$skiptoken" in request.query else (0, None)
+            if "$skiptoken" in request.query:
+                emitted, cursor, read = decode_token(request.query["$skiptoken"])
+            else:
+                emitted, cursor, read = 0, None, 0
         except (ValueError, UnicodeDecodeError):
             return api_error(400, "BadRequest", "Invalid $top or $skiptoken.", request=request)
+        if read == 0:  # a read of the records begins
+            with query.lock:
+                query.reads += 1
+                read = query.reads
+        if read == 1 and query.short_at is not None:  # the first read ends early (the next ones are whole)
+            if emitted == 0:
+                self.stats.bump(self.stats.short_reads, query.tenant.tenant_id)
+            returned = query.short_at
         if top < 1:
             return api_error(
                 400, "BadRequest", "Invalid value for $top; it must be a positive integer.", request=request
@@ -339,12 +380,13 @@ class GraphApi:
             "value": page,
         }
         if emitted < returned and cursor is not None and page:
-            out["@odata.nextLink"] = f"{base}/records?$top={top}&$skiptoken={encode_token(emitted, cursor)}"
-        page_key = f"{query.body.get('displayName') or ''}|{query.start.isoformat()}|{request.query.get('$skiptoken')}"
+            out["@odata.nextLink"] = f"{base}/records?$top={top}&$skiptoken={encode_token(emitted, cursor, read)}"
+        at = page_key(request.query.get("$skiptoken"))  # the same page in every read
+        page_key_text = f"{query.body.get('displayName') or ''}|{query.start.isoformat()}|{at}"
         with self._lock:
-            reads = self._page_reads[f"{query.id}|{page_key}"]
-            self._page_reads[f"{query.id}|{page_key}"] += 1
-        if self.faults.is_broken_page(f"graph|{page_key}", reads):
+            reads = self._page_reads[f"{query.id}|{page_key_text}"]
+            self._page_reads[f"{query.id}|{page_key_text}"] += 1
+        if self.faults.is_broken_page(f"graph|{page_key_text}", reads):
             self.stats.bump(self.stats.broken_pages, (query.tenant.tenant_id, "graph"))
             return Reply(200, None, raw=broken_json(out))
         return Reply(200, out)

@@ -81,6 +81,10 @@ class GraphQuery:
     """This query's share of ``completion_jitter_seconds``."""
     returned: int | None = None  # records the query yields (after cap), computed once it succeeds
     limit_exceeded: bool = False
+    reads: int = 0
+    """Reads of ``/records`` begun (a request without ``$skiptoken``)."""
+    short_at: int | None = None
+    """Where the first read ends (``GraphSettings.short_read_rate``); None: it is whole. Set when it first succeeds."""
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def status(self, now: float, delay: float) -> str:
@@ -90,7 +94,11 @@ class GraphQuery:
             return "queued" if self.queued else "notStarted"
         if self.outcome == "stuck" or elapsed < delay:
             return "running"
-        return self.outcome
+        return "succeeded" if self.outcome == "vanished" else self.outcome
+
+    def gone(self, now: float, delay: float) -> bool:
+        """A vanished query (``GraphSettings.vanish_rate``) is gone (404) once it would have finished."""
+        return self.outcome == "vanished" and now - self.created >= delay + self.extra_delay
 
 
 def parse_create_body(
@@ -155,10 +163,21 @@ def jitter(body: dict[str, Any], start: datetime, end: datetime, spread: float) 
     return spread * int.from_bytes(hashlib.sha256(key).digest()[:8], "big") / 2**64
 
 
-def encode_token(emitted: int, cursor: Cursor) -> str:
+def encode_token(emitted: int, cursor: Cursor, read: int = 1) -> str:
+    return base64.urlsafe_b64encode(f"{emitted}:{cursor[0]}:{cursor[1]}:{read}".encode()).decode().rstrip("=")
+
+
+def decode_token(token: str) -> tuple[int, Cursor, int]:
+    """(records emitted before the page, the stream cursor, which read of the query the page belongs to)."""
+    fields = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(":")
+    emitted, hour, index = fields[:3]
+    read = int(fields[3]) if len(fields) > 3 else 1
+    return int(emitted), (int(hour), int(index)), read
+
+
+def page_key(token: str | None) -> str | None:
+    """Which page of a query a ``$skiptoken`` names, whichever read it belongs to (the token of its first read)."""
+    if token is None:
+        return None
+    emitted, cursor, _ = decode_token(token)
     return base64.urlsafe_b64encode(f"{emitted}:{cursor[0]}:{cursor[1]}".encode()).decode().rstrip("=")
-
-
-def decode_token(token: str) -> tuple[int, Cursor]:
-    emitted, hour, index = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode().split(":")
-    return int(emitted), (int(hour), int(index))

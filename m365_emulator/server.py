@@ -87,7 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(reply.status)
             for name, value in reply.headers:
                 self.send_header(name, value)
-            if payload:
+            if payload and not any(name.lower() == "content-type" for name, _ in reply.headers):
                 self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -48,6 +48,53 @@ def is_initial_domain(tenant: str) -> bool:
     return False
 
 
+GLOBAL_CLOUD = "global"
+CLOUD_NAMES = {
+    "global": "the global (commercial) cloud",
+    "usgovhigh": "GCC High",
+    "usgovdod": "DoD",
+    "china": "Microsoft 365 operated by 21Vianet",
+}
+EXCHANGE_HOSTS = {
+    "outlook.office365.com": "global",
+    "outlook.office365.us": "usgovhigh",
+    "outlook-dod.office365.us": "usgovdod",
+    "partner.outlook.cn": "china",
+}
+"""Exchange Online hosts per cloud (GCC uses the global endpoints); each is its own token audience
+(cisagov/ScubaGear: GCC High ``https://outlook.office365.us/.default``, DoD ``https://outlook-dod.office365.us``)."""
+GRAPH_HOSTS = {
+    "graph.microsoft.com": "global",
+    "graph.microsoft.us": "usgovhigh",
+    "dod-graph.microsoft.us": "usgovdod",
+    "microsoftgraph.chinacloudapi.cn": "china",
+}
+"""Microsoft Graph hosts per cloud (learn.microsoft.com/graph/deployments)."""
+AUTHORITY_HOSTS = {
+    "login.microsoftonline.us": "usgovhigh",
+    "login.partner.microsoftonline.cn": "china",
+    "login.chinacloudapi.cn": "china",
+}
+
+
+def _host(url: str) -> str:
+    return (urlsplit(url).hostname or "").lower()
+
+
+def cloud_of(*, authority_host: str, graph_base_url: str, exchange_base_url: str) -> str:
+    """The national cloud the configured endpoints name (``usgovhigh``, ``usgovdod``, ``china``), else ``global``
+    (also for hosts this table does not know, such as the local emulator)."""
+    for host, table in (
+        (_host(exchange_base_url), EXCHANGE_HOSTS),
+        (_host(graph_base_url), GRAPH_HOSTS),
+        (_host(authority_host), AUTHORITY_HOSTS),
+    ):
+        cloud = table.get(host, GLOBAL_CLOUD)
+        if cloud != GLOBAL_CLOUD:
+            return cloud
+    return GLOBAL_CLOUD
+
+
 def is_loopback_host(host: str | None) -> bool:
     """True for localhost and loopback IP literals (the only hosts allowed over plain http)."""
     if not host:
@@ -160,6 +207,28 @@ class AuditApiConfig:
     @property
     def authority(self) -> str:
         return f"{self.authority_host.rstrip('/')}/{self.tenant_id}"
+
+    @property
+    def cloud(self) -> str:
+        """``global``, ``usgovhigh``, ``usgovdod`` or ``china``: what the configured endpoints name."""
+        return cloud_of(
+            authority_host=self.authority_host,
+            graph_base_url=self.graph_base_url,
+            exchange_base_url=self.exchange_base_url,
+        )
+
+    @property
+    def exchange_scope(self) -> str:
+        """The Exchange token scope: the configured Exchange host's own where it is a known cloud's (a GCC High or DoD
+        token is issued for its own audience), else the global one (which the local emulator answers to)."""
+        host = _host(self.exchange_base_url)
+        return f"https://{host}/.default" if host in EXCHANGE_HOSTS else "https://outlook.office365.com/.default"
+
+    @property
+    def graph_scope(self) -> str:
+        """The Graph token scope, by the same rule."""
+        host = _host(self.graph_base_url)
+        return f"https://{host}/.default" if host in GRAPH_HOSTS else "https://graph.microsoft.com/.default"
 
     @property
     def graph_root(self) -> str:

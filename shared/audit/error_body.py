@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 _MAX_DETAIL = 300
+THROTTLED = "throttled (429)"
+"""How the message of a call still answered 429 after its HTTP retries begins (the window retries such a step without
+spending an attempt: ``shared.window.machine``)."""
 
 
 class Problem(enum.Enum):
@@ -64,6 +68,9 @@ _MARKERS: tuple[tuple[Problem, tuple[str, ...]], ...] = (
             "ServerBusyException",
             "TransientException",
             "BackendCommunicationException",
+            # Graph audit queries: a 400 "UnknownError" that is not auditing turned off (matched before) is what
+            # CIPP-API retries (New-CippAuditLogSearchV2.ps1, Push-AuditLogDownloadV2.ps1).
+            "UnknownError",
         ),
     ),
 )
@@ -117,6 +124,17 @@ def _texts(error: dict[str, Any]) -> Iterator[str]:
             yield internal["message"]
 
 
+def html_text(text: str) -> str | None:
+    """The title (or first words) of an HTML error page, as a gateway answers; None when ``text`` is not HTML."""
+    lowered = text.lstrip()[:200].lower()
+    if not (lowered.startswith("<!doctype html") or lowered.startswith("<html") or "<body" in lowered):
+        return None
+    start, end = text.lower().find("<title>"), text.lower().find("</title>")
+    inner = text[start + 7 : end] if 0 <= start < end else re.sub(r"<[^>]*>", " ", text)
+    words = " ".join(inner.split())
+    return f"an HTML error page ({words[:120]})" if words else "an HTML error page"
+
+
 def parse_error_body(body: Any, fallback: str) -> ErrorBody:
     """The parts of an error body (a parsed JSON value); ``fallback`` (text or reason phrase) when it has none."""
     texts: list[str] = []
@@ -138,7 +156,7 @@ def parse_error_body(body: Any, fallback: str) -> ErrorBody:
             keys = ("Message", "MessageDetail", "message", "Status")
             texts = [str(body[k]) for k in keys if isinstance(body.get(k), str)]
     if not texts:
-        texts = [fallback]
+        texts = [html_text(fallback) or fallback[:_MAX_DETAIL]]
     return ErrorBody(code=code, message=_telling(texts, code)[:_MAX_DETAIL], texts=tuple(texts))
 
 

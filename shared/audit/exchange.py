@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -63,6 +63,8 @@ from shared.errors import (
 
 logger = logging.getLogger(__name__)
 
+PROBE_EMPTY_RETRIES = 2
+"""Fresh sessions a throwaway probe asks again after an empty or bogus answer."""
 PAGE_SIZE_PREFERENCE = 1000
 """Rows per HTTP page asked with ``Prefer: odata.maxpagesize`` (what every public client asks; the service decides)."""
 EXCHANGE_PERMISSION = 'Exchange.ManageAsApp + the "View-Only Audit Logs" role'
@@ -155,6 +157,10 @@ class ProbeCall:
     more_present: bool = False
     warnings: list[str] = field(default_factory=list)
     page_sizes: list[int] = field(default_factory=list)
+    bogus: int = 0
+    """Rows without a valid ``ResultIndex`` (not counted in ``rows``)."""
+    empty_answers: int = 0
+    """Throwaway sessions that answered no rows before this answer (and this one, when it has none either)."""
 
     @property
     def short(self) -> bool:
@@ -187,7 +193,7 @@ class ExchangeAuditClient:
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),
-            EXCHANGE_API,
+            replace(EXCHANGE_API, scope=config.exchange_scope),  # the configured cloud's audience
             sleep=sleep,
             clock=clock,
             retry_wait_scale=retry_wait_scale,
@@ -309,8 +315,9 @@ class ExchangeAuditClient:
     ) -> Iterator[RecordPage]:
         """One cmdlet call of the session ``cursor`` names: its next block of up to ResultSize rows, page by page.
 
-        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` advances as rows arrive; once
-        the last page is read, ``cursor.last`` holds the call's facts for the judge. The first call of a session whose
+        The call's HTTP pages are followed here (``@odata.nextLink``) and ``cursor`` notes their rows; once the last
+        page is read, the call's indexes are checked over all its pages and ``cursor.last`` holds its facts for the
+        judge (rows without a valid ``ResultIndex`` are counted there, never yielded). The first call of a session whose
         first row announces a ``ResultCount`` over the session cap raises :class:`NeedsSplitError` before any page
         (a claim of "more" can only cost a split), unless ``allow_over_cap`` (the window cannot be split). Rows that
         do not continue the session raise :class:`SessionBrokenError`, and a first page whose outcome is unknown
@@ -343,8 +350,10 @@ class ExchangeAuditClient:
                     )
             first = False
             cursor.note(more=more_records_flag(rows[-1]), result_count=int_field(lead, "ResultCount"))
-            cursor.accept(rows)
-            page = page_of(rows, exchange_item)
+            good = cursor.accept(rows)  # rows without a valid ResultIndex are no records: counted, never written
+            if not good:
+                continue
+            page = page_of(good, exchange_item)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page
@@ -362,8 +371,42 @@ class ExchangeAuditClient:
     ) -> ProbeCall:
         """One call of a session (a throwaway one unless ``session_id`` names it): what it returned, unchecked.
 
-        It counts the window only when the call is short (``ProbeCall.short``); a full call is a lower bound.
+        It counts the window only when the call is short (``ProbeCall.short``); a full call is a lower bound. A
+        throwaway session's empty (or bogus) answer is no evidence (a first call can answer "nothing" falsely): it is
+        asked again in a fresh session, at most ``PROBE_EMPTY_RETRIES`` times (``ProbeCall.empty_answers``).
         """
+        seen = self._probe_once(
+            window,
+            filters,
+            result_size=result_size,
+            record_type=record_type,
+            session_id=session_id,
+            high_completeness=high_completeness,
+        )
+        empties = 0
+        while session_id is None and seen.rows == 0 and empties < PROBE_EMPTY_RETRIES:
+            empties += 1
+            seen = self._probe_once(
+                window,
+                filters,
+                result_size=result_size,
+                record_type=record_type,
+                session_id=None,
+                high_completeness=high_completeness,
+            )
+        seen.empty_answers = empties + int(seen.rows == 0)
+        return seen
+
+    def _probe_once(
+        self,
+        window: TimeWindow,
+        filters: AuditFilters | None,
+        *,
+        result_size: int,
+        record_type: str | None,
+        session_id: str | None,
+        high_completeness: bool,
+    ) -> ProbeCall:
         seen = ProbeCall(asked=result_size)
         rows_of_call = self._call(
             window,
@@ -384,11 +427,13 @@ class ExchangeAuditClient:
             if is_empty_result(rows):
                 break
             seen.page_sizes.append(len(rows))
-            seen.rows += len(rows)
             for row in rows:
                 index = int_field(row, "ResultIndex") if isinstance(row, dict) else None
-                if index is not None:
-                    seen.indexes.append(index)
+                if index is None or index < 1:  # a bogus row (ResultIndex -1) is no record
+                    seen.bogus += 1
+                    continue
+                seen.rows += 1
+                seen.indexes.append(index)
                 if seen.result_count is None and isinstance(row, dict):
                     seen.result_count = int_field(row, "ResultCount")
         return seen

@@ -5,11 +5,15 @@ arrives in HTTP pages. Nothing the service *says* about the session is evidence 
 ``ResultCount`` no longer reports the window's total (it may equal the ``ResultSize`` asked). What is checked here is
 what the rows themselves show:
 
-* ``ResultIndex`` runs on from where the previous call ended, page by page (the rows of a page may come in any
-  order, so a page's indexes must be exactly the next ones as a set);
-* each call's facts (:class:`CallFacts`: how many rows it returned against the ``ResultSize`` it asked, and
-  ``moreRecordsAvailable`` where the service sends it) are kept for the judge (``exchange_evidence.judge``), which
-  decides whether the session is closed by evidence, goes on, or cannot be trusted.
+* ``ResultIndex`` runs on from where the previous call ended, checked when the call ends, over all of its HTTP pages
+  in whatever order they came (the service picks its page size, and no source promises that a page holds a
+  contiguous run of indexes when the rows are unsorted: a page-by-page check would break a session that is sound);
+* a row without a valid ``ResultIndex`` (``-1``, the "bogus result" ANSSI-FR/DFIR-O365RC retries as a server
+  timeout) is not a record: it is counted apart and never written;
+* each call's facts (:class:`CallFacts`: how many rows it returned against the ``ResultSize`` it asked, the bogus
+  rows, and ``moreRecordsAvailable`` where the service sends it) are kept for the judge
+  (``exchange_evidence.judge``), which decides whether the session is closed by evidence, goes on, cannot be
+  trusted, or (an empty or bogus first answer) must be confirmed in a fresh session.
 
 A 200 may be a failure in disguise: :func:`failed_warning` reads its ``@adminapi.warnings`` (the adapter makes such an
 answer an unknown outcome, retried, never an empty window).
@@ -110,21 +114,33 @@ class CallFacts:
     """What one cmdlet call of a session showed."""
 
     rows: int
-    """Rows the call returned (good and malformed, inside or outside the window)."""
+    """Rows the call returned with a valid ``ResultIndex`` (good and malformed, inside or outside the window)."""
     asked: int
     """The ``ResultSize`` the call asked for."""
     more: bool | None = None
     """``moreRecordsAvailable`` where the service sent it (None: absent)."""
     result_count: int | None = None
     """The first row's ``ResultCount``: a hint at most, never evidence."""
+    bogus: int = 0
+    """Rows without a valid ``ResultIndex`` (``-1``): not records. A call of only such rows is a bogus answer."""
 
     @property
     def full(self) -> bool:
         return self.rows >= self.asked
 
+    @property
+    def empty(self) -> bool:
+        """No row with a valid index: "nothing" (or a bogus row), the answer the service can give falsely."""
+        return self.rows == 0
+
 
 class SessionCursor:
-    """One session's position (the next ``ResultIndex`` expected, calls so far) and the facts of its last call."""
+    """One session's position (the next ``ResultIndex`` expected, calls so far) and the facts of its last call.
+
+    During a call, :meth:`accept` notes each HTTP page's indexes (in any order, across pages); :meth:`end_call`
+    checks them once the call's last page is in: exactly the next ``n`` indexes, each once. Only then does the
+    session move past them.
+    """
 
     def __init__(self, session_id: str, *, next_index: int = 1, calls: int = 0, full_calls: int = 0) -> None:
         self.session_id = session_id
@@ -135,17 +151,25 @@ class SessionCursor:
         self.last: CallFacts | None = None
         """The facts of the call that ended last (set by ``end_call``)."""
         self._asked = 0
-        self._in_call = 0
+        self._indexes: list[int] = []
+        self._advanced = 0
+        self._bogus = 0
         self._more: bool | None = None
         self._count: int | None = None
 
     @property
     def rows(self) -> int:
-        """Rows this session delivered so far."""
+        """Rows this session delivered so far (calls that ended)."""
         return self.next_index - 1
 
+    @property
+    def in_call(self) -> int:
+        """Rows with a valid index the call in progress returned so far."""
+        return len(self._indexes) + self._advanced
+
     def start_call(self, asked: int) -> None:
-        self._asked, self._in_call, self._more, self._count = asked, 0, None, None
+        self._asked, self._more, self._count = asked, None, None
+        self._indexes, self._advanced, self._bogus = [], 0, 0
         self.last = None
 
     def note(self, *, more: bool | None = None, result_count: int | None = None) -> None:
@@ -155,45 +179,61 @@ class SessionCursor:
         if result_count is not None and self._count is None:
             self._count = result_count
 
-    def accept(self, rows: list[Any]) -> None:
-        """Check that a page's rows are the session's next ones (in any order), then move past them."""
-        if not rows:
-            return
-        indexes: list[int] = []
+    def accept(self, rows: list[Any]) -> list[Any]:
+        """Note a page's rows; returns those with a valid ``ResultIndex`` (the others are counted as bogus).
+
+        Nothing is judged here: the rows of a call may arrive over its HTTP pages in any order, so the indexes are
+        checked when the call ends (:meth:`end_call`).
+        """
+        good: list[Any] = []
         for row in rows:
             index = int_field(row, "ResultIndex") if isinstance(row, dict) else None
             if index is None or index < 1:
-                raise SessionBrokenError(f"session {self.session_id}: a row without a valid ResultIndex")
-            indexes.append(index)
-        low = min(indexes)
-        expected = range(self.next_index, self.next_index + len(indexes))
-        if sorted(indexes) != list(expected):
-            first_of_call = self._in_call == 0
-            contiguous = sorted(indexes) == list(range(low, low + len(indexes)))
-            where = f"call {self.calls + 1} of session {self.session_id}"
-            if first_of_call and contiguous and low > self.next_index:
-                raise SessionBrokenError(
-                    f"{where} began at index {low} where {self.next_index} was expected: the session moved on "
-                    "without this reader",
-                    moved_on=True,
-                )
-            if first_of_call and low == 1 and self.next_index > 1:
-                raise SessionBrokenError(f"{where} restarted at index 1 after {self.rows:,} rows", restarted=True)
-            raise SessionBrokenError(
-                f"{where}: ResultIndex not contiguous (expected {self.next_index}..{expected[-1]}, got {low}.."
-                f"{max(indexes)})"
-            )
-        self.next_index += len(indexes)
-        self._in_call += len(indexes)
+                self._bogus += 1
+                continue
+            self._indexes.append(index)
+            good.append(row)
+        return good
 
     def advance(self, count: int) -> None:
         """Move past ``count`` rows a source without ``ResultIndex`` delivered (test fakes)."""
-        self.next_index += count
-        self._in_call += count
+        self._advanced += count
 
-    def end_call(self) -> CallFacts:
-        facts = CallFacts(self._in_call, self._asked, self._more, self._count)
+    def end_call(self, *, check: bool = True) -> CallFacts:
+        """The call's facts, once its last page is in; raises :class:`SessionBrokenError` when its indexes are not
+        exactly the session's next ones (``check=False``: count the call that broke, without judging it again)."""
+        facts = CallFacts(self.in_call, self._asked, self._more, self._count, self._bogus)
         self.calls += 1
         self.full_calls += int(facts.full)
         self.last = facts
+        if check:
+            self._check_indexes()
+        self.next_index += facts.rows
         return facts
+
+    def _check_indexes(self) -> None:
+        indexes = self._indexes
+        where = f"call {self.calls} of session {self.session_id}"
+        if indexes and self._bogus:
+            raise SessionBrokenError(
+                f"{where}: {self._bogus:,} row(s) without a valid ResultIndex among {len(indexes):,} good ones"
+            )
+        if not indexes:
+            return
+        low, high = min(indexes), max(indexes)
+        expected_high = self.next_index + len(indexes) - 1
+        contiguous = high - low + 1 == len(indexes) and len(set(indexes)) == len(indexes)
+        if contiguous and low == self.next_index:
+            return
+        if contiguous and low > self.next_index:
+            raise SessionBrokenError(
+                f"{where} began at index {low} where {self.next_index} was expected: the session moved on without "
+                "this reader",
+                moved_on=True,
+            )
+        if low == 1 and self.next_index > 1:
+            raise SessionBrokenError(f"{where} restarted at index 1 after {self.rows:,} rows", restarted=True)
+        raise SessionBrokenError(
+            f"{where}: ResultIndex not contiguous over the call's pages (expected {self.next_index}..{expected_high}, "
+            f"got {len(indexes):,} rows in {low}..{high}, {len(indexes) - len(set(indexes)):,} repeated)"
+        )

@@ -19,7 +19,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from shared.audit.exchange_evidence import CLOSED, GO_ON, Verdict, entry, judge, untrusted
+from shared.audit.exchange_evidence import (
+    CLOSED,
+    CONFIRM,
+    GO_ON,
+    EmptyRule,
+    Verdict,
+    entry,
+    judge,
+    untrusted,
+)
 from shared.audit.exchange_paging import SessionBrokenError, SessionCursor
 from shared.audit.http import AmbiguousResponseError
 from shared.audit.normalise import pascal
@@ -49,6 +58,8 @@ class BlockRead:
     split_on_full: bool = False
     """This collection learned that the service's sessions do not continue: a full call splits at once (when the
     window can be split) instead of spending a second call that cannot help."""
+    empty_rule: EmptyRule = field(default_factory=EmptyRule)
+    """How an empty first answer is confirmed (from the density the collection learned)."""
 
     def type_name(self, index: int) -> str | None:
         record_type = self.types[index]
@@ -84,6 +95,19 @@ class ExchangeCursor:
     hint: int = 0
     """The most records a full call's ``ResultCount`` announced beyond what was read: never evidence, but a claim of
     "more" the window may size its next chunks by (it can only cost extra splits)."""
+    empty_answers: int = 0
+    """This record type's first calls that answered no rows so far (each in its own session)."""
+    bogus_answers: int = 0
+    """This record type's first calls that answered only rows without a valid ``ResultIndex``."""
+    type_rows: int = 0
+    """The most rows an earlier session of this record type delivered (one a lost answer made the reader leave):
+    an empty answer after it is certainly false."""
+    disproved: int = 0
+    """Of this record type's empty and bogus answers, those rows read since have proved false (counted)."""
+    confirmations: int = 0
+    """Calls of the chunk that asked again after an empty or bogus first answer."""
+    false_answers: int = 0
+    """Empty or bogus first answers of the chunk that rows read afterwards proved false."""
 
     @property
     def incomplete(self) -> bool:
@@ -106,8 +130,13 @@ class ExchangeCursor:
         facts = session.last
         continued = verdict.continued if verdict is not None and verdict.continued is not None else self.continues
         announced = facts.result_count if facts is not None and facts.full and facts.result_count else 0
+        # The first rows after empty or bogus first answers: those answers were false (counted once).
+        unanswered = self.empty_answers + self.bogus_answers - self.disproved
+        disproved = unanswered if facts is not None and facts.rows > 0 else 0
         return replace(
             self,
+            false_answers=self.false_answers + disproved,
+            disproved=self.disproved + disproved,
             chunk_calls=self.chunk_calls + 1,
             chunk_full_calls=self.chunk_full_calls + int(facts is not None and facts.full),
             max_rows=max(self.max_rows, session.rows),
@@ -122,6 +151,8 @@ class ExchangeCursor:
         call came from a service whose sessions do not continue).
         """
         counted = self._counted(session, verdict)
+        if verdict.kind == CONFIRM:
+            return self._unconfirmed(counted, session, key, verdict, read)
         facts = session.last
         if verdict.kind == GO_ON and read.split_on_full and read.splittable and facts is not None and facts.full:
             verdict = untrusted(
@@ -140,8 +171,32 @@ class ExchangeCursor:
         if verdict.kind != CLOSED and read.splittable:
             raise self._split(counted, read, verdict.detail)
         incomplete = None if verdict.kind == CLOSED else self._incomplete(read, verdict.detail)
+        return self._closed(counted, session, key, verdict, read, incomplete=incomplete)
+
+    def _closed(
+        self,
+        counted: ExchangeCursor,
+        session: SessionCursor,
+        key: str,
+        verdict: Verdict,
+        read: BlockRead,
+        *,
+        incomplete: str | None,
+        empties: int | None = None,
+        bogus: int | None = None,
+    ) -> ExchangeCursor:
+        """The cursor once the record type is done (closed by evidence, or incomplete with ``incomplete``)."""
+        empties = self.empty_answers if empties is None else empties
+        bogus = self.bogus_answers if bogus is None else bogus
+        rows_after = session.rows > 0  # rows came after the empty answers: they were false
         closing = entry(
-            read.type_name(self.type_index), session, verdict, sessions=self.restarts + 1, incomplete=incomplete
+            read.type_name(self.type_index),
+            session,
+            verdict,
+            sessions=self.restarts + self.empty_answers + self.bogus_answers + 1,
+            incomplete=incomplete,
+            answers=read.empty_rule.answers(empties, bogus, false=rows_after or self.type_rows > 0),
+            high_completeness=read.high_completeness,
         )
         return ExchangeCursor(
             type_index=self.type_index + 1,
@@ -152,6 +207,33 @@ class ExchangeCursor:
             max_rows=counted.max_rows,
             continues=counted.continues,
             hint=counted.hint,
+            confirmations=counted.confirmations,
+            false_answers=counted.false_answers,
+        )
+
+    def _unconfirmed(
+        self, counted: ExchangeCursor, session: SessionCursor, key: str, verdict: Verdict, read: BlockRead
+    ) -> ExchangeCursor:
+        """After a first call that answered "nothing" (no rows, or only bogus ones): asked again in a fresh session,
+        closed as empty once enough answers agree, or ended incomplete when the answers stay inconsistent."""
+        empties = self.empty_answers + int(verdict.closed_by == "empty")
+        bogus = self.bogus_answers + int(verdict.closed_by == "bogus")
+        ended = read.empty_rule.after(empties, bogus, seen=self.type_rows)
+        if ended is not None:  # confirmed empty, or inconsistent answers (the record type ends incomplete)
+            incomplete = None if ended.kind == CLOSED else ended.detail
+            return self._closed(counted, session, key, ended, read, incomplete=incomplete, empties=empties, bogus=bogus)
+        rule = read.empty_rule
+        logger.info("%s; asking again in a fresh session (%s)", verdict.detail, rule.expectation())
+        return replace(
+            counted,
+            session_id=None,
+            next_index=1,
+            calls=0,
+            full_calls=0,
+            parts=(*self.parts, key),
+            empty_answers=empties,
+            bogus_answers=bogus,
+            confirmations=counted.confirmations + 1,
         )
 
     def _incomplete(self, read: BlockRead, detail: str) -> str:
@@ -169,11 +251,21 @@ class ExchangeCursor:
 
     def broken(self, session: SessionCursor, key: str, exc: SessionBrokenError, read: BlockRead) -> ExchangeCursor:
         """After rows that did not continue the session (started over, a gap or repeat of indexes)."""
-        session.end_call()  # the call happened: count it, with the rows it showed before it broke
+        if session.last is None:  # the call happened: count it, with the rows it showed before it broke
+            session.end_call(check=False)
         return self.after(session, key, untrusted(str(exc)), read)
 
-    def restarted(self) -> ExchangeCursor:
-        return replace(self, session_id=None, next_index=1, calls=0, full_calls=0, restarts=self.restarts + 1)
+    def restarted(self, rows: int = 0) -> ExchangeCursor:
+        """A new session for the record type; ``rows``: what the abandoned one had delivered."""
+        return replace(
+            self,
+            session_id=None,
+            next_index=1,
+            calls=0,
+            full_calls=0,
+            restarts=self.restarts + 1,
+            type_rows=max(self.type_rows, rows),
+        )
 
     def stats(self, *, since: ExchangeCursor, exact: bool) -> dict[str, Any]:
         """What the calls from ``since`` to this cursor cost and showed (the window learns from it)."""
@@ -184,6 +276,14 @@ class ExchangeCursor:
             "exact": exact,
             "continues": self.continues,
             "hint": self.hint,
+            **{
+                name: value
+                for name, value in (
+                    ("confirmations", self.confirmations - since.confirmations),
+                    ("falseAnswers", self.false_answers - since.false_answers),
+                )
+                if value
+            },
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -201,6 +301,12 @@ class ExchangeCursor:
             "maxRows": self.max_rows,
             "continues": self.continues,
             "hint": self.hint,
+            "emptyAnswers": self.empty_answers,
+            "bogusAnswers": self.bogus_answers,
+            "typeRows": self.type_rows,
+            "disproved": self.disproved,
+            "confirmations": self.confirmations,
+            "falseAnswers": self.false_answers,
         }
 
     @classmethod
@@ -222,6 +328,12 @@ class ExchangeCursor:
             max_rows=int(data.get("maxRows", 0)),
             continues=bool(continues) if continues is not None else None,
             hint=int(data.get("hint", 0)),
+            empty_answers=int(data.get("emptyAnswers", 0)),
+            bogus_answers=int(data.get("bogusAnswers", 0)),
+            type_rows=int(data.get("typeRows", 0)),
+            disproved=int(data.get("disproved", 0)),
+            confirmations=int(data.get("confirmations", 0)),
+            false_answers=int(data.get("falseAnswers", 0)),
         )
 
 
@@ -298,7 +410,7 @@ def _restart(cursor: ExchangeCursor, session: SessionCursor, exc: TransientApiEr
         session.next_index - 1,
         exc,
     )
-    return cursor.restarted()
+    return cursor.restarted(session.rows)
 
 
 def read_window(
@@ -308,6 +420,7 @@ def read_window(
     *,
     high_completeness: bool = False,
     splittable: bool = True,
+    empty_rule: EmptyRule | None = None,
 ) -> Iterator[tuple[list[RecordPage], ExchangeCursor]]:
     """Every call of a window's sessions, as the lane reads a chunk: each call's HTTP pages and the cursor after it.
 
@@ -323,6 +436,7 @@ def read_window(
         high_completeness,
         splittable,
         session_cap=getattr(api, "session_cap", 50_000),
+        empty_rule=empty_rule or EmptyRule(),
     )
     cursor = ExchangeCursor()
     while cursor.type_index < len(read.types):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -95,12 +96,19 @@ def parse_query_status(body: dict[str, Any]) -> QueryStatus:
         logger.warning("audit query %s has unknown status %r; treating it as pending", body.get("id"), raw)
         state = QueryState.PENDING
     approx = body.get("approximateReturnedRecordCount")
+    limit = body.get("recordCountLimit")
     return QueryStatus(
         state=state,
         raw_status=raw,
         record_count_limit_exceeded=bool(body.get("isRecordCountLimitExceeded") or False),
-        approximate_record_count=int(approx) if isinstance(approx, int | float) else None,
+        approximate_record_count=_count(approx),
+        record_count_limit=_count(limit) or None,
     )
+
+
+def _count(value: object) -> int | None:
+    """A count the service sent as a JSON number (None: absent or not a number)."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def parse_records_page(body: dict[str, Any]) -> tuple[RecordPage, str | None]:
@@ -129,7 +137,7 @@ class GraphAuditClient:
         self._http = http_client_for(
             config,
             tokens or token_provider_for(config),
-            GRAPH_API,
+            replace(GRAPH_API, scope=config.graph_scope),  # the configured cloud's audience
             sleep=sleep,
             clock=clock,
             retry_wait_scale=retry_wait_scale,

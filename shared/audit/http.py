@@ -2,9 +2,16 @@
 
 Retry policy (per call):
 
-* 429 / 500 / 502 / 503 / 504, connection errors and timeouts are retried up to ``max_attempts`` in all. The wait is
-  the server's ``Retry-After`` (seconds or an HTTP date) when given, else exponential back-off with jitter; both are
-  capped at ``max_retry_wait_seconds`` and multiplied by ``retry_wait_scale`` (tests use a tiny scale or a fake sleep).
+* 408, 429, every 5xx but 501 and 505 (gateways answer codes of their own, often with an HTML page, whose title
+  becomes the message), connection errors and timeouts are retried up to ``max_attempts`` in all. The wait is the
+  server's ``Retry-After``
+  (seconds or an HTTP date) when given, else exponential back-off with jitter (a 429 that names no wait: our own
+  back-off from ``THROTTLE_WAIT_SECONDS``); all are capped at ``max_retry_wait_seconds`` and multiplied by
+  ``retry_wait_scale`` (tests use a tiny scale or a fake sleep). A call still answered 429 after its last attempt
+  raises a :class:`TransientApiError` whose message begins ``throttled (429)``: the window waits and retries the step
+  without spending one of the chunk's attempts.
+* A Graph 400 ``UnknownError`` that is not auditing turned off is transient (retried, as CIPP-API does); a create
+  answered so may have created its query, so ``recover`` looks for it before it is sent again.
 * 403 is retried ``transient_403_attempts`` times (Purview answers transient 403s) unless the body says it is a
   permanent permission problem, which raises :class:`MissingPermissionError` at once.
 * 401 drops the cached token and retries once with a fresh one; a second 401 raises :class:`AuthenticationError`.
@@ -40,7 +47,7 @@ import tenacity
 
 from shared.audit.auth import TokenProvider
 from shared.audit.config import AuditApiConfig
-from shared.audit.error_body import ErrorBody, Problem, classify, parse_error_body
+from shared.audit.error_body import THROTTLED, ErrorBody, Problem, classify, parse_error_body
 from shared.audit.session import PinnedSession, tls_config_error
 from shared.budget.slot_deadline import check_request
 from shared.errors import (
@@ -57,9 +64,15 @@ from shared.records.json_codec import loads as json_loads
 
 logger = logging.getLogger(__name__)
 
-RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+"""Retried whatever the body says; so is every other 5xx but 501 and 505 (gateways answer 5xx codes of their own,
+often with an HTML page: CIPP-API retries 5xx and gateway errors alike; "not implemented" stays so)."""
+_PERMANENT_5XX = frozenset({501, 505})
+THROTTLE_WAIT_SECONDS = 5.0
+"""The first wait after a 429 that names no wait (no ``Retry-After``, nothing in the body): a back-off of our own,
+doubling from here (capped like every wait), instead of the 1 s a transient failure waits first."""
+_MAX_PAGE = 4000
 _BODY_WAIT_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(?:seconds?|secs?|s)\b", re.IGNORECASE)
-_MAX_DETAIL = 300
 
 
 class _RetryableError(TransientApiError):
@@ -158,7 +171,7 @@ def _error_body(response: requests.Response) -> ErrorBody:
         body = response.json()
     except ValueError:
         body = None
-    return parse_error_body(body, (response.text or response.reason or "")[:_MAX_DETAIL])
+    return parse_error_body(body, (response.text or response.reason or "")[:_MAX_PAGE])
 
 
 class AuditHttpClient:
@@ -201,6 +214,8 @@ class AuditHttpClient:
         exc = state.outcome.exception() if state.outcome else None
         server_wait = exc.retry_after if isinstance(exc, TransientApiError) else None
         seconds = server_wait if server_wait is not None else self._backoff(state)
+        if server_wait is None and isinstance(exc, TransientApiError) and exc.status == 429:
+            seconds = max(seconds, THROTTLE_WAIT_SECONDS * 2 ** (state.attempt_number - 1))  # our own back-off
         seconds = min(seconds, self._config.max_retry_wait_seconds) * self._scale
         if isinstance(exc, TransientApiError) and exc.status == 429:
             log_event(
@@ -285,8 +300,10 @@ class AuditHttpClient:
         try:
             return retrying(self._attempt, call)
         except _RetryableError as exc:
+            # A 429 to the end is the service being busy, not failing: the window retries it without an attempt.
+            busy = f"{THROTTLED}: " if exc.status == 429 else ""
             raise TransientApiError(
-                f"{self._api.name} {method} gave up after {self._config.max_attempts} attempts: {exc}",
+                f"{busy}{self._api.name} {method} gave up after {self._config.max_attempts} attempts: {exc}",
                 status=exc.status,
                 retry_after=exc.retry_after,
             ) from None
@@ -414,8 +431,14 @@ class AuditHttpClient:
             )
         if problem is Problem.PERMISSION:
             raise self._missing_permission(error_body, status)
-        if status in RETRYABLE_STATUSES or problem is Problem.TRANSIENT:
-            call.ambiguous = status >= 500  # a 429 or a throttling 4xx was refused before any work; a 5xx may not
+        if (
+            status in RETRYABLE_STATUSES
+            or (status >= 500 and status not in _PERMANENT_5XX)
+            or problem is Problem.TRANSIENT
+        ):
+            # A 429 or a throttling 4xx was refused before any work; a 5xx may not have been, nor an "UnknownError"
+            # (a create answered so may have created its query: ``recover`` looks before sending it again).
+            call.ambiguous = status >= 500 or error_body.code == "UnknownError"
             retry_after = parse_retry_after(response.headers.get("Retry-After"), now=self._clock())
             if retry_after is None and status == 429:
                 match = _BODY_WAIT_RE.search(error_body.message)  # Exchange puts the wait at the end of its 429

@@ -95,7 +95,10 @@ class QueryStatus:
     state: QueryState
     raw_status: str
     record_count_limit_exceeded: bool = False
+    """``isRecordCountLimitExceeded`` (absent from the schema before September 2026: False then)."""
     approximate_record_count: int | None = None
+    record_count_limit: int | None = None
+    """``recordCountLimit`` where the service says it."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,7 @@ PROBE_ORDER = (
     "exchange.resultcount",
     "exchange.sessions",
     "exchange.paging",
+    "exchange.highcompleteness",
 )
 """Every probe, in the order results are reported (they may run in another order)."""
 

@@ -20,6 +20,8 @@ from shared.audit.config import AuditApiConfig
 from shared.doctor.exchange_probe import ExchangeProbe
 from shared.doctor.fixes import TENANT_SETTING, config_failure
 from shared.doctor.graph_probe import GraphProbe
+from shared.doctor.high_completeness import PROBE as HIGH_COMPLETENESS
+from shared.doctor.high_completeness import probe_high_completeness
 from shared.doctor.model import (
     EXCHANGE_PROBES,
     GRAPH_PROBES,
@@ -138,6 +140,7 @@ def run_doctor(
         if exchange.results["exchange.token"].outcome.value != "skipped":
             tokens.append(TokenOutcome("exchange", exchange.results["exchange.token"], exchange.token_roles))
         results.update(exchange.results)
+        results[HIGH_COMPLETENESS] = probe_high_completeness(config, exchange.results, budget, now)
     # Reported second (PROBE_ORDER), made from what the sign-ins and exchange.role met: no call of its own.
     results["tenant"] = tenant_result(
         client_id=config.client_id,

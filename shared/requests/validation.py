@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.audit.config import is_initial_domain, is_tenant_guid
+from shared.audit.config import CLOUD_NAMES, GLOBAL_CLOUD, cloud_of, is_initial_domain, is_tenant_guid
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
@@ -363,9 +363,30 @@ def _whole_number(body: JsonDict, name: str, default: int) -> int:
     return int(value)
 
 
+def source_in_cloud(source: str, settings: Settings) -> None:
+    """A Graph collection outside the global cloud is refused: the Graph ``auditLogQuery`` API exists only there (its
+    docs list US Government L4/L5 and China as unavailable; the national clouds' v1.0 schemas have no
+    ``auditLogQuery``)."""
+    audit = settings.audit
+    cloud = cloud_of(
+        authority_host=audit.authority_host,
+        graph_base_url=audit.graph_base_url,
+        exchange_base_url=audit.exchange_base_url,
+    )
+    if source == "graph" and cloud != GLOBAL_CLOUD:
+        raise InvalidRequest(
+            "source",
+            "national_cloud",
+            f"the graph source is not available in {CLOUD_NAMES.get(cloud, cloud)} (the configured endpoints): Graph "
+            "audit log queries exist only in the global cloud; use source exchange",
+        )
+
+
 def source_filters(raw: Any, source: str, settings: Settings) -> AuditFilters:
     """The request's ``filters`` as ``source`` can apply them: Search-UnifiedAuditLog takes one record type and has
-    no service parameter, so an Exchange request with either is refused rather than collected unfiltered."""
+    no service parameter, so an Exchange request with either is refused rather than collected unfiltered. A source
+    the configured cloud does not offer is refused first (``source_in_cloud``: every starter reads filters here)."""
+    source_in_cloud(source, settings)
     filters = _filters(raw, settings)
     if source == "exchange" and len(filters.record_types) > 1:
         raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")

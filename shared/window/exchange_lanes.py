@@ -55,6 +55,13 @@ class ExchangeLanes:
         """The service was seen not to continue its sessions: a full call splits its window at once."""
         return self._sizing and self.state.exchange.continues is False
 
+    def _expected_records(self, lane: Lane) -> float | None:
+        """What the chunk's densest record type is expected to hold, from the density learned (None: not learned, or
+        sizing off): tells the lane's calls when an empty first answer is surprising."""
+        if not self._sizing:
+            return None
+        return self.state.exchange.expected(lane.chunk, others_only=True)
+
     def _note_incomplete(self, lane: Lane, summary: JsonDict) -> None:
         reasons = [str(e.get("detail")) for e in summary.get("evidence") or () if not e.get("complete", True)]
         self.state.incomplete_notes.append({"window": lane.chunk.span_json(), "reasons": reasons})

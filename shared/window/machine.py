@@ -17,6 +17,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from shared import names
+from shared.audit.error_body import THROTTLED
 from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.requests.collection_spec import CollectionSpec
@@ -234,23 +235,35 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         lane.polls += 1
         outcome = str(data.get("outcome"))
         if outcome == chunk_rules.PENDING:
-            if lane.polls >= self.options.max_polls:
-                error = ActivityError("poll_timeout", f"query still running after {lane.polls} status checks")
-                return self._conclude(lane, ("failed", self._failure(lane, error)))
             # Counted from when this check was issued, not from when its answer arrived: the delay of delivering
             # the answer is not added to every interval, so checks stay a fraction of the running time apart.
             checked = checked_at or self.now
             running = (checked - (lane.submitted_at or checked)).total_seconds()
+            if chunk_rules.stuck(lane.polls, running, self.options.max_polls):
+                why = f"still running after {lane.polls} status checks ({running:.0f} s)"
+                return self._resubmit(lane, ActivityError("poll_timeout", f"the audit query was {why}"))
             return self._wait(lane, max(self.now, later(checked, self.options.next_poll(running))))
         if outcome == chunk_rules.FAILED:
             error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', 'failed')}")
-            return self._conclude(lane, ("failed", self._failure(lane, error)))
+            return self._resubmit(lane, error)
         if lane.submitted_at is not None and checked_at is not None:
             # A check issued later than planned (the host was down) tells nothing about the time in between: the
             # query counts as done when the check was due, else an outage would be learned as a running time.
             done_by = min(checked_at, due) if due is not None else checked_at
             self.state.learn_duration((done_by - lane.submitted_at).total_seconds())
         return self._conclude(lane, ("done", data["summary"]))
+
+    def _resubmit(self, lane: Lane, error: ActivityError) -> list[Step]:
+        """A Graph query given up on (failed, vanished, stuck): submitted again under a new name, a bounded number of
+        times (each costs a submission of the tenant's daily quota); then the chunk fails with the reason."""
+        if lane.resubmits >= chunk_rules.RESUBMITS:
+            times = f"{lane.resubmits + 1} queries" if lane.resubmits else "the query"
+            final = ActivityError(error.kind, f"{error.message} ({times} given up on; resubmitted {lane.resubmits}x)")
+            return self._conclude(lane, ("failed", self._failure(lane, final)))
+        self._count_query("leftOnService")  # the query given up on stays on the service
+        lane.resubmits += 1
+        lane.phase, lane.query_id, lane.polls, lane.submitted_at = SUBMIT, None, 0, None
+        return self._next_call(lane)
 
     def _needs_split(self, lane: Lane) -> list[Step]:
         if not self.splittable(lane.chunk):
@@ -264,6 +277,9 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         return chunk_rules.can_split(chunk.seconds, self.options.min_split_seconds)
 
     def _error(self, lane: Lane, error: ActivityError) -> list[Step]:
+        if error.transient and error.message.startswith(THROTTLED) and lane.throttled < chunk_rules.THROTTLED_RETRIES:
+            lane.throttled += 1  # the service is busy (429 to the end of the HTTP retries): wait, without an attempt
+            return self._wait(lane, later(self.now, self.options.retry_delay(lane.throttled, error.retry_after)))
         lane.step_failures += 1
         if error.dooms_collection:
             self.state.doomed = self.state.doomed or error
@@ -369,10 +385,13 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         }
         if lane.phase in SERVER_PHASES and self.budget.enabled:
             payload.update(self._slot_payload(lane))
+        if lane.phase == SUBMIT and lane.resubmits:
+            payload["resubmit"] = lane.resubmits  # a new query under a name of its own
         if lane.phase == COLLECT:
             payload["cursor"] = lane.cursor
             payload["call"] = lane.calls - 1  # every call writes its own part, retries included
             payload["splitOnFull"] = self._split_on_full()
+            payload["expectedRecords"] = self._expected_records(lane)  # when an empty first answer is surprising
         name = {
             SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
             POLL: names.ACTIVITY_GRAPH_COLLECT,

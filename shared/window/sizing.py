@@ -16,7 +16,10 @@ of the session cap) once they are. The user's interval is where planning starts,
   but trusting a claim of "more" can only cost extra splits.
 * Once the service is known not to continue its sessions, a full call splits its window at once (``splitOnFull``)
   instead of spending a second call that cannot help.
-* What the collection's calls cost is counted: calls, full calls, splits (state), pre-splits.
+* What the collection's calls cost is counted: calls, full calls, splits (state), pre-splits, and the calls that
+  confirmed an empty or bogus first answer (``confirmations``; ``falseAnswers``: those that rows proved false).
+* The expectation for a chunk also says when an empty first answer is surprising (``expectedRecords`` in each call's
+  payload; ``shared.audit.exchange_evidence.EmptyRule``): a surprising empty needs one more agreeing answer.
 
 With a target of 0 (``RunOptions``; also what an input written before this existed reads as) none of this runs, so a
 collection started by an older version replays exactly as it started; the counting alone never changes a decision.
@@ -70,6 +73,10 @@ class ExchangeSizing:
     full_calls: int = 0
     presplits: int = 0
     """Extra windows made by pre-splitting (one per halving, as ``Carried.splits`` counts one per split)."""
+    confirmations: int = 0
+    """Calls that asked a window again after an empty or bogus first answer (``exchange_evidence.EmptyRule``)."""
+    false_answers: int = 0
+    """Empty or bogus first answers that rows read afterwards proved false."""
 
     @property
     def learned(self) -> bool:
@@ -79,6 +86,8 @@ class ExchangeSizing:
         """Take in an Exchange activity's ``exchange`` stats for its chunk (``ExchangeCursor.stats``)."""
         self.calls += int(stats.get("calls", 0))
         self.full_calls += int(stats.get("fullCalls", 0))
+        self.confirmations += int(stats.get("confirmations", 0))
+        self.false_answers += int(stats.get("falseAnswers", 0))
         continues = stats.get("continues")
         if continues is not None:
             self.continues = bool(continues)
@@ -86,15 +95,20 @@ class ExchangeSizing:
         rows = int(stats.get("rows", 0))
         if not exact:  # a claim of "more" (ResultCount) may only make the expectation larger
             rows = max(rows, int(stats.get("hint") or 0))
+        if not exact and rows == 0:  # "at least nothing" (an empty answer not yet confirmed) teaches nothing
+            return
         kept = [s for s in self.samples if (s.start, s.end) != (chunk.start, chunk.end)]
         self.samples = [*kept, Sample(chunk.start, chunk.end, rows, exact)][-SAMPLES:]
 
-    def expected(self, chunk: Chunk) -> float | None:
-        """Records the chunk's densest record type is expected to hold (None: nothing learned yet)."""
-        if not self.samples:
+    def expected(self, chunk: Chunk, *, others_only: bool = False) -> float | None:
+        """Records the chunk's densest record type is expected to hold (None: nothing learned yet).
+
+        ``others_only``: from other windows' samples only (what the chunk's own calls showed so far is no prior)."""
+        samples = [s for s in self.samples if not (others_only and (s.start, s.end) == (chunk.start, chunk.end))]
+        if not samples:
             return None
         middle = (chunk.start.timestamp() + chunk.end.timestamp()) / 2
-        nearest = min(self.samples, key=lambda s: (abs(s.middle - middle), -s.density))
+        nearest = min(samples, key=lambda s: (abs(s.middle - middle), -s.density))
         return nearest.density * chunk.seconds
 
     def pieces(self, chunk: Chunk, target: int, min_split_seconds: float) -> list[Chunk]:
@@ -112,7 +126,15 @@ class ExchangeSizing:
         return pieces
 
     def report(self, splits: int) -> JsonDict:
-        return {"calls": self.calls, "fullCalls": self.full_calls, "splits": splits, "presplits": self.presplits}
+        report: JsonDict = {
+            "calls": self.calls,
+            "fullCalls": self.full_calls,
+            "splits": splits,
+            "presplits": self.presplits,
+        }
+        if self.confirmations or self.false_answers:  # what confirming empty first answers cost, and found
+            report.update(confirmations=self.confirmations, falseAnswers=self.false_answers)
+        return report
 
     def to_json(self) -> JsonDict:
         return {
@@ -121,6 +143,8 @@ class ExchangeSizing:
             "calls": self.calls,
             "fullCalls": self.full_calls,
             "presplits": self.presplits,
+            "confirmations": self.confirmations,
+            "falseAnswers": self.false_answers,
         }
 
     @classmethod
@@ -134,4 +158,6 @@ class ExchangeSizing:
             calls=int(data.get("calls", 0)),
             full_calls=int(data.get("fullCalls", 0)),
             presplits=int(data.get("presplits", 0)),
+            confirmations=int(data.get("confirmations", 0)),
+            false_answers=int(data.get("falseAnswers", 0)),
         )

@@ -77,6 +77,8 @@ _LANE_KEYS = frozenset(
         "budgetWaits",
         "slot",
         "startedAt",
+        "resubmits",
+        "throttled",
     }
 )
 
@@ -122,6 +124,10 @@ class Lane:
     again so that a loss can be told from a renewal."""
     started_at: datetime | None = None
     """When the lane began (orchestration time): how long its chunk took, for the chunk.ended log event."""
+    resubmits: int = 0
+    """Graph: queries of this chunk given up on (failed, vanished, unfinished past the limit) and submitted again."""
+    throttled: int = 0
+    """Steps of this chunk answered 429 to the end of their HTTP retries: retried without spending an attempt."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -164,6 +170,8 @@ class Lane:
             "budgetWaits": self.budget_waits,
             "slot": self.slot.to_json() if self.slot else None,
             "startedAt": iso(self.started_at) if self.started_at else None,
+            "resubmits": self.resubmits,
+            "throttled": self.throttled,
         }
 
     @classmethod
@@ -196,6 +204,8 @@ class Lane:
             budget_waits=int(data.get("budgetWaits", 0)),
             slot=Slot.from_json(data["slot"]) if data.get("slot") else None,
             started_at=parse_iso(data["startedAt"]) if data.get("startedAt") else None,
+            resubmits=int(data.get("resubmits", 0)),
+            throttled=int(data.get("throttled", 0)),
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 

@@ -56,6 +56,8 @@ OLD_EXCHANGE = {
     "unsorted": False,
     "cancel_warning_rate": 0.0,
     "transient_400_rate": 0.0,
+    "false_answer_rate": 0.0,
+    "page_size_mode": "fixed",
 }
 """The Exchange service before 2026: the adapter's mechanics are tested on it (``start_emulator(exchange=...)`` and
 ``test_exchange_evidence.py`` / the e2e tests run the 2026 defaults)."""
@@ -63,10 +65,13 @@ OLD_EXCHANGE = {
 
 def start_emulator(**config_kwargs: Any) -> Any:
     from m365_emulator import EmulatorConfig, TenantSpec, run_emulator
-    from m365_emulator.config import ExchangeSettings
+    from m365_emulator.config import ExchangeSettings, GraphSettings
 
     tenant = TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=7, records_per_hour=240.0)
     config_kwargs.setdefault("exchange", ExchangeSettings(**OLD_EXCHANGE))  # type: ignore[arg-type]
+    # Graph at its defaults (short first reads, UnknownError 400s, gateway pages) but for queries that fail or vanish:
+    # resubmitting them is the window's, tested end to end (tests/e2e/test_graph_evidence.py).
+    config_kwargs.setdefault("graph", GraphSettings(fail_rate=0.0, vanish_rate=0.0))
     return run_emulator(EmulatorConfig(tenants=[tenant], **config_kwargs))
 
 
@@ -136,11 +141,18 @@ def collect(pages: Any, win: TimeWindow) -> Collected:
 
 
 def graph_collect(client: GraphAuditClient, win: TimeWindow, filters: AuditFilters | None = None) -> Collected:
+    """A query's records as the collector reads them: again while short of what the query says it holds
+    (``activities.graph_export``), merged by id."""
+    from activities.graph_export import GraphReads
+
     query_id = client.create_query(win, filters or AuditFilters(), display_name=f"test {win.start:%H%M}")
     status = wait_for_query(client, query_id)
     assert status.state is QueryState.SUCCEEDED, status
     try:
-        return collect(client.iter_record_pages(query_id), win)
+        reads = GraphReads(client, query_id, status)
+        got = collect(reads.pages(), win)
+        assert not reads.incomplete, reads.evidence()
+        return got
     finally:
         client.delete_query(query_id)
 

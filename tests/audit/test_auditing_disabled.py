@@ -14,7 +14,7 @@ import pytest
 from shared.audit.config import AuditApiConfig
 from shared.audit.graph import GRAPH_API
 from shared.audit.http import AuditHttpClient
-from shared.errors import AUDITING_FIX, AuditingDisabledError, PermanentApiError
+from shared.errors import AUDITING_FIX, AuditingDisabledError, PermanentApiError, TransientApiError
 from shared.fixes import with_fix
 from tests.audit.scripted_server import FakeTokens, Reply, replies, scripted_server
 
@@ -50,6 +50,18 @@ def test_auditing_turned_off_dooms_at_the_first_answer(body: dict[str, Any]) -> 
     assert "Start recording user and admin activity" in AUDITING_FIX
 
 
-def test_another_unknown_error_is_not_taken_for_auditing_off() -> None:
-    error, _ = call(Reply(400, {"error": {"code": "UnknownError", "message": ""}}))
-    assert isinstance(error, PermanentApiError) and not isinstance(error, AuditingDisabledError)
+def test_another_unknown_error_is_not_taken_for_auditing_off_and_is_retried() -> None:
+    """Issue 25: any other 400 UnknownError is what CIPP-API retries: transient, sent again (before: permanent)."""
+    error, sent = call(Reply(400, {"error": {"code": "UnknownError", "message": ""}}))
+    assert isinstance(error, TransientApiError) and not isinstance(error, AuditingDisabledError | PermanentApiError)
+    assert sent == 6 and error.status == 400  # every attempt, then the chunk's own retry decides
+
+
+def test_an_unknown_error_then_success_is_a_success() -> None:
+    with scripted_server(
+        replies(Reply(400, {"error": {"code": "UnknownError", "message": "x"}}), Reply(201, {"id": "q"}))
+    ) as srv:
+        config = AuditApiConfig(tenant_id="contoso.onmicrosoft.com", client_id="app", client_secret="s")
+        client = AuditHttpClient(config, FakeTokens(), GRAPH_API, sleep=lambda _: None)
+        assert client.request_json("POST", f"{srv.base_url}/queries", json_body={}) == {"id": "q"}
+    assert len(srv.requests) == 2

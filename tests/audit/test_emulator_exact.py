@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from activities.graph_export import GraphReads
 from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.exchange_session import read_window
 from shared.audit.graph import GraphAuditClient, parse_records_page
@@ -104,8 +105,9 @@ def test_token_expiry_mid_run_recovers(emu: Emu) -> None:
     win = window(6.0, offset_hours=14.0)
     client = GraphAuditClient(emu.config(page_size=100), retry_wait_scale=FAST)
     query_id = client.create_query(win, AuditFilters(), display_name="expiry")
-    assert wait_for_query(client, query_id).state is QueryState.SUCCEEDED
-    pages = client.iter_record_pages(query_id)
+    status = wait_for_query(client, query_id)
+    assert status.state is QueryState.SUCCEEDED
+    pages = GraphReads(client, query_id, status).pages()  # read again if the first read falls short
     first = next(pages)
     failures_before = sum(emu.handle.stats.auth_failures.values())
     tokens_before = emu.handle.stats.tokens_issued
@@ -139,7 +141,7 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
     from m365_emulator import ExchangeSettings, GraphSettings
 
     with start_emulator(
-        graph=GraphSettings(record_count_limit=50, completion_delay_seconds=0.05),
+        graph=GraphSettings(record_count_limit=50, completion_delay_seconds=0.05, limit_flag=True),
         exchange=ExchangeSettings(session_cap=120, **OLD_EXCHANGE),  # type: ignore[arg-type]
     ) as handle:
         register(handle)

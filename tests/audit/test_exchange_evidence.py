@@ -51,6 +51,11 @@ class Service:
     """Send ``moreRecordsAvailable`` in ``AuditSearchRequestMetadata`` on every page."""
     block_cap: int = 10**9
     """At most this many rows per call, whatever ResultSize asks (a service that hands out partial blocks)."""
+    shuffle_call: bool = False
+    """The rows of a call in a stable shuffled order across its HTTP pages (no page holds a contiguous run)."""
+    false_first: list[str] = field(default_factory=list)
+    """What the first calls of fresh sessions answer, in turn, before the truth: "empty" (no rows) or "bogus" (one
+    row with ResultIndex -1); the false answer leaves its session untouched."""
     base: list[str] = field(default_factory=list)
     served: dict[str, int] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
@@ -63,8 +68,13 @@ class Service:
         session, size = params["SessionId"], int(params["ResultSize"])
         token = parse_qs(urlsplit(request.path).query).get("$skiptoken")
         if token:
-            start, last, count = (int(x) for x in token[0].split("."))
-            return self._page(session, start, last, count)
+            start, last, count, first = (int(x) for x in token[0].split("."))
+            return self._page(session, start, last, count, first)
+        if session not in self.calls and self.false_first:
+            self.calls[session] = 0  # the session exists and hands out its first block next time
+            if self.false_first.pop(0) == "bogus":
+                return Reply(200, {"value": [{**_row(1, 1, self.total), "ResultIndex": -1}]})
+            return Reply(200, {"value": []})
         self.calls[session] = self.calls.get(session, 0) + 1
         done = self.served.get(session, 0)
         if self.session_mode == "restart":
@@ -78,17 +88,24 @@ class Service:
             return Reply(200, {"value": [], "@adminapi.warnings": ["The task was canceled."]})
         if done >= self.total:
             return Reply(200, {"value": []})
-        return self._page(session, done + 1, last, self.count(size))
+        return self._page(session, done + 1, last, self.count(size), done + 1)
 
-    def _page(self, session: str, start: int, last: int, count: int) -> Reply:
+    def _page(self, session: str, start: int, last: int, count: int, first: int) -> Reply:
+        """Rows ``start``..``last`` of the call whose block begins at index ``first``."""
         end = min(start + self.page - 1, last)
-        rows = [_row(i, i, count) for i in range(start, end + 1)]
+        if self.shuffle_call:  # positions start..end of the call's block, shuffled as a whole
+            block = list(range(first, last + 1))
+            random.Random(first).shuffle(block)
+            indexes = block[start - first : end - first + 1]
+        else:
+            indexes = list(range(start, end + 1))
+        rows = [_row(i, i, count) for i in indexes]
         if self.shuffle:
             random.Random(start).shuffle(rows)
         body: dict[str, Any] = {"value": rows}
         if end < last:
             body["@odata.nextLink"] = (
-                f"{self.base[0]}/adminapi/beta/{DOMAIN}/InvokeCommand?$skiptoken={end + 1}.{last}.{count}"
+                f"{self.base[0]}/adminapi/beta/{DOMAIN}/InvokeCommand?$skiptoken={end + 1}.{last}.{count}.{first}"
             )
         if self.more_flag:
             body["AuditSearchRequestMetadata"] = {"moreRecordsAvailable": last < self.total}
@@ -189,3 +206,67 @@ def test_a_row_announcing_a_count_of_zero_is_still_a_row() -> None:
         calls = list(read_window(client_for(srv.base_url), WINDOW, AuditFilters()))
     assert [r["id"] for pages, _ in calls for p in pages for r in p.records] == ["rec-000001"]
     assert calls[-1][1].evidence[0]["closedBy"] == "short"
+
+
+@pytest.mark.parametrize("page", [700, 1000, 2_345])
+def test_rows_unsorted_across_a_calls_pages_are_read_not_split(page: int) -> None:
+    """Issue 25: no page holds a contiguous run of ResultIndex, the call as a whole does. Checked page by page, the
+    first page of every call "broke the session" and the window was split again and again."""
+    service = Service(12_345, count_mode="capped", shuffle_call=True, page=page)
+    ids, cursor = read_all(service)
+    assert sorted(ids) == expected(12_345)
+    (evidence,) = cursor.evidence
+    assert evidence["closedBy"] == "short" and evidence["calls"] == 3  # 5,000 + 5,000 + 2,345: read, not split
+    assert list(service.calls.values()) == [3]
+
+
+def test_a_call_whose_indexes_skip_over_its_pages_still_breaks_the_session() -> None:
+    """The check at the end of a call still catches what the page-by-page check caught: a call that restarts."""
+    with pytest.raises(NeedsSplitError, match="restarted at index 1"):
+        read_all(Service(12_345, session_mode="restart", shuffle_call=True, page=700))
+
+
+@pytest.mark.parametrize("answers", [["empty"], ["bogus"], ["empty", "bogus"], ["bogus", "empty", "bogus"]])
+def test_a_false_empty_or_bogus_first_answer_is_asked_again_and_the_window_read_whole(answers: list[str]) -> None:
+    """Issue 25: before, one empty first call closed the window as "nothing in the window" (a bogus row split it)."""
+    service = Service(7_777, false_first=list(answers))
+    ids, cursor = read_all(service)
+    assert sorted(ids) == expected(7_777)
+    (evidence,) = cursor.evidence
+    assert evidence["complete"] and evidence["closedBy"] == "short" and evidence["rows"] == 7_777
+    assert evidence["answers"] == {
+        "emptyAnswers": answers.count("empty"),
+        "bogusAnswers": answers.count("bogus"),
+        "needed": 2,
+        "expectedRecords": None,
+        "surprising": False,
+        "false": True,
+    }
+    assert cursor.confirmations == len(answers) and cursor.false_answers == len(answers)
+    assert evidence["sessions"] == len(answers) + 1
+
+
+def test_a_really_empty_window_costs_one_confirmation_or_two_when_it_is_surprising() -> None:
+    from shared.audit.exchange_evidence import EmptyRule
+
+    for rule, calls in ((EmptyRule(None), 2), (EmptyRule(0.3), 2), (EmptyRule(12_000.0), 3)):
+        service = Service(0)
+        with scripted_server(service.handle) as srv:
+            service.base.append(srv.base_url)
+            steps = list(read_window(client_for(srv.base_url), WINDOW, AuditFilters(), empty_rule=rule))
+        cursor = steps[-1][1]
+        (evidence,) = cursor.evidence
+        assert evidence["closedBy"] == "empty" and evidence["complete"], evidence
+        assert len(srv.requests) == calls == evidence["answers"]["emptyAnswers"] == evidence["sessions"]
+        assert evidence["answers"]["surprising"] is (calls == 3) and evidence["answers"]["false"] is False
+        assert cursor.confirmations == calls - 1
+
+
+def test_answers_that_stay_bogus_end_the_window_incomplete_never_complete() -> None:
+    service = Service(7_777, false_first=["bogus"] * 10)
+    ids, cursor = read_all(service)
+    assert ids == []
+    (evidence,) = cursor.evidence
+    assert not evidence["complete"] and evidence["closedBy"] == "incomplete"
+    assert "inconsistent answers" in evidence["detail"] and evidence["answers"]["bogusAnswers"] == 4
+    assert cursor.incomplete

@@ -150,15 +150,34 @@ def test_a_probe_is_one_call_that_counts_only_when_it_comes_back_short() -> None
     assert srv.requests[0].headers["X-AnchorMailbox"].endswith("@contoso.onmicrosoft.com")
 
 
-@pytest.mark.parametrize("empty", [[], [{"ResultCount": 0, "ResultIndex": -1, "AuditData": None}]])
-def test_empty_result_forms(empty: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize(
+    ("empty", "answer"),
+    [
+        ([], "emptyAnswers"),
+        ([{"ResultCount": 0, "ResultIndex": -1, "AuditData": None}], "emptyAnswers"),
+        ([{"ResultCount": 40, "ResultIndex": -1, "Identity": "x", "AuditData": "{}"}], "bogusAnswers"),
+    ],
+)
+def test_empty_result_forms_are_confirmed_in_a_fresh_session_before_the_window_closes(
+    empty: list[dict[str, Any]], answer: str
+) -> None:
     with scripted_server(lambda _: Reply(200, {"value": empty})) as srv:
         client = client_for(srv.base_url)
-        assert client.probe(WINDOW).rows == 0
+        probed = client.probe(WINDOW)
+        assert probed.rows == 0 and probed.empty_answers == 3  # a throwaway probe asks an empty answer again, twice
+        probe_requests = len(srv.requests)
         calls = list(read_window(client, WINDOW, AuditFilters()))
-        assert [pages for pages, _ in calls] == [[]]
-        assert calls[-1][1].evidence[0]["closedBy"] == "empty"
-        assert len(srv.requests) == 2  # the probe, and one call that found the session empty
+    pages = [pages for pages, _ in calls]
+    evidence = calls[-1][1].evidence[0]
+    if answer == "emptyAnswers":  # two agreeing empty answers, each from its own session, close the window
+        assert pages == [[], []] and evidence["closedBy"] == "empty" and evidence["complete"]
+        assert evidence["answers"]["emptyAnswers"] == 2 and evidence["sessions"] == 2
+        assert len(srv.requests) - probe_requests == 2  # the first call and its confirmation
+    else:  # bogus answers never confirm anything: the answers stay inconsistent and the type ends incomplete
+        assert all(p == [] for p in pages) and not evidence["complete"] and evidence["closedBy"] == "incomplete"
+        assert evidence["answers"]["bogusAnswers"] == 4 and "inconsistent answers" in evidence["detail"]
+    sessions = {r.body["CmdletInput"]["Parameters"]["SessionId"] for r in srv.requests}
+    assert len(sessions) == len(srv.requests)  # every answer from a fresh session
 
 
 def test_a_first_call_announcing_more_than_the_session_cap_splits_before_any_page() -> None:

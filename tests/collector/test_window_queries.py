@@ -37,14 +37,22 @@ def test_deletion_is_off_by_default_and_the_query_is_reported_left_on_the_servic
     assert window.status()["queries"] == output["queries"]
 
 
-def test_a_failed_query_is_left_on_the_service_too() -> None:
+def test_a_failed_query_is_resubmitted_twice_then_the_chunk_fails_and_each_is_left_on_the_service() -> None:
+    """Issue 25: a query that ended failed is submitted again (a new name: ``resubmit``), at most twice."""
     window = CollectionWindow(spec(1, 1))
     window.fill()
-    window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
-    window.on_timer(0)
-    assert window.on_result(0, ActivityResult.success({"outcome": "failed", "rawStatus": "failed"})) == []
-    assert window.state.failed == 1
-    assert window.output(None)["queries"]["leftOnService"] == 1
+    for attempt in range(3):
+        window.on_result(0, ActivityResult.success({"queryId": f"q-{attempt}"}))
+        window.on_timer(0)
+        steps = window.on_result(0, ActivityResult.success({"outcome": "failed", "rawStatus": "failed"}))
+        if attempt < 2:
+            (submit,) = steps
+            assert isinstance(submit, CallActivity) and submit.name == names.ACTIVITY_GRAPH_SUBMIT
+            assert submit.input["resubmit"] == attempt + 1 and submit.input["queryId"] is None
+    assert steps == [] and window.state.failed == 1
+    (failure,) = window.output(None)["failures"]
+    assert failure["kind"] == "query_failed" and "resubmitted 2x" in failure["message"]
+    assert window.output(None)["queries"]["leftOnService"] == 3
 
 
 def test_with_deletion_on_only_a_2xx_counts_as_deleted() -> None:

@@ -125,6 +125,8 @@ def test_broken_record_pages_are_retried_and_a_chunk_that_never_reads_fails_whol
     def often_broken(config: EmulatorConfig) -> None:
         config.faults.broken_page_rate = 0.5  # half of all record page reads are broken JSON
         config.graph.page_size = 50  # several pages per chunk, so a break can come after some were written
+        # Broken pages alone: no short first read (a second read would double the pages to break), no other fault
+        config.graph.short_read_rate = config.graph.unknown_error_rate = config.graph.gateway_error_rate = 0.0
 
     emulator = make_emulator(records_per_hour=200.0, configure=often_broken)
     end = START + timedelta(hours=6)

@@ -28,17 +28,31 @@ OLD_EXCHANGE = {
     "exchange__unsorted": False,
     "exchange__cancel_warning_rate": 0.0,
     "exchange__transient_400_rate": 0.0,
+    "exchange__false_answer_rate": 0.0,
+    "exchange__page_size_mode": "fixed",
 }
-"""The Exchange service before 2026 (true totals, sessions that continue, rows in order, no disguised failures): the
-tests of session and paging mechanics run on it; ``test_exchange_knobs.py`` runs each knob and the defaults."""
+"""The Exchange service before 2026 (true totals, sessions that continue, rows in order, 1,000-row pages, no disguised
+failures or false empty answers): the tests of session and paging mechanics run on it; ``test_exchange_knobs.py``
+runs each knob and the defaults."""
+
+
+CALM_GRAPH = {
+    "graph__unknown_error_rate": 0.0,
+    "graph__gateway_error_rate": 0.0,
+    "graph__fail_rate": 0.0,
+    "graph__vanish_rate": 0.0,
+    "graph__short_read_rate": 0.0,
+}
+"""Graph without the faults it answers at a rate (``test_graph_faults.py`` runs them and the defaults): the tests of
+query and paging mechanics run on it."""
 
 
 def make_config(**settings: object) -> EmulatorConfig:
-    """A one-tenant config; ``graph__page_size=10`` style keywords set section fields (Exchange: ``OLD_EXCHANGE``
-    unless overridden)."""
+    """A one-tenant config; ``graph__page_size=10`` style keywords set section fields (Exchange: ``OLD_EXCHANGE``,
+    Graph: ``CALM_GRAPH`` unless overridden)."""
     config = EmulatorConfig(tenants=[TenantSpec(TENANT, DOMAIN, seed=7, records_per_hour=120.0)])
     config.graph.completion_delay_seconds = 0.05
-    for name, value in {**OLD_EXCHANGE, **settings}.items():
+    for name, value in {**OLD_EXCHANGE, **CALM_GRAPH, **settings}.items():
         section, _, field = name.partition("__")
         setattr(getattr(config, section), field, value)
     return config

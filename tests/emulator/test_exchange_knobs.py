@@ -60,8 +60,9 @@ def test_the_defaults_are_the_least_convenient_plausible_service() -> None:
         "restart",
         "absent",
     )
-    assert settings.unsorted and settings.over_delivery > 0
+    assert settings.unsorted and settings.unsorted_across_pages and settings.over_delivery > 0
     assert settings.cancel_warning_rate > 0 and settings.transient_400_rate > 0
+    assert settings.page_size_mode == "mix" and settings.false_answer_rate > 0 and 0 < settings.false_bogus_share < 1
     assert settings.anchor_accepts_tenant_id  # public clients anchor by the tenant GUID; nothing says it fails
     with pytest.raises(ValueError, match="session_mode"):
         ExchangeSettings(session_mode="sometimes")
@@ -106,6 +107,7 @@ def test_a_sessions_later_call_continues_starts_over_or_is_empty(
 def test_unsorted_pages_are_a_stable_shuffle_of_the_next_rows(knobs: tuple[Emulator, requests.Session]) -> None:
     emu, exo = knobs
     emu.config.exchange.unsorted, emu.config.exchange.page_size = True, 40
+    emu.config.exchange.unsorted_across_pages = False
     emu.faults.broken_page_rate = 0.0
     session = str(uuid.uuid4())
     response = exo.post(invoke_url(emu), json=command(100, session), headers=EXO_HEADERS).json()
@@ -117,6 +119,54 @@ def test_unsorted_pages_are_a_stable_shuffle_of_the_next_rows(knobs: tuple[Emula
     again = [exo.post(link, json=command(100, session), headers=EXO_HEADERS).json()["value"] for _ in range(2)]
     assert again[0] == again[1]  # a page read again is the same page, in the same order
     assert sorted(r["ResultIndex"] for r in again[0]) == list(range(41, 81))
+
+
+def test_rows_unsorted_across_pages_give_no_page_a_contiguous_run(knobs: tuple[Emulator, requests.Session]) -> None:
+    """Issue 25: the call's whole block shuffled, then cut into pages: each page is a scatter of the block's indexes,
+    the call as a whole exactly 1..n; a page read again is the same page."""
+    emu, exo = knobs
+    emu.config.exchange.unsorted, emu.config.exchange.page_size = True, 40
+    emu.faults.broken_page_rate = 0.0
+    session = str(uuid.uuid4())
+    url: str | None = invoke_url(emu)
+    pages: list[list[int]] = []
+    links: list[str] = []
+    while url:
+        body = exo.post(url, json=command(100, session), headers=EXO_HEADERS).json()
+        pages.append([r["ResultIndex"] for r in body["value"]])
+        url = body.get("@odata.nextLink")
+        links += [url] if url else []
+    assert [len(p) for p in pages] == [40, 40, 20]
+    assert sorted(i for p in pages for i in p) == list(range(1, 101))  # the call: exactly the block
+    assert all(max(p) - min(p) + 1 > len(p) for p in pages)  # no page a contiguous run
+    again = exo.post(links[0], json=command(100, session), headers=EXO_HEADERS).json()["value"]
+    assert [r["ResultIndex"] for r in again] == pages[1]
+    emu.exchange._blocks = type(emu.exchange._blocks)()  # forgotten: rebuilt from the token, the same rows
+    rebuilt = exo.post(links[0], json=command(100, session), headers=EXO_HEADERS).json()["value"]
+    assert rebuilt == again
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0])
+def test_a_windows_first_call_may_answer_nothing_falsely_and_a_fresh_session_the_truth(
+    knobs: tuple[Emulator, requests.Session], share: float
+) -> None:
+    emu, exo = knobs
+    emu.config.exchange.false_answer_rate, emu.config.exchange.false_bogus_share = 0.999, share
+    first, _ = one_call(exo, emu, 50, session := str(uuid.uuid4()))
+    if share == 0.0:
+        assert first == []
+    else:
+        (bogus,) = first
+        assert bogus["ResultIndex"] == -1 and bogus["ResultCount"] > 0 and bogus["Identity"]
+    assert emu.stats.false_answers[(TENANT, "exchange")] == 1
+    again, _ = one_call(exo, emu, 50, session)  # the same session: untouched, its first block now
+    fresh, _ = one_call(exo, emu, 50, str(uuid.uuid4()))  # a fresh session: false only at false_repeat_rate (0)
+    assert sorted(r["ResultIndex"] for r in again) == sorted(r["ResultIndex"] for r in fresh) == list(range(1, 51))
+    other, _ = one_call(exo, emu, 60, str(uuid.uuid4()))  # ResultSize is not part of the question
+    assert len(other) == 60
+    emu.config.exchange.false_repeat_rate = 0.999
+    repeated, _ = one_call(exo, emu, 50, str(uuid.uuid4()))
+    assert [r["ResultIndex"] for r in repeated] == ([-1] if share else [])
 
 
 def _outcomes(emu: Emulator, exo: requests.Session, calls: int) -> list[str]:
@@ -163,3 +213,15 @@ def test_more_records_available_is_present_and_honest_when_asked(knobs: tuple[Em
         if not rows:
             break
     assert flags[-2:] == [False, False] and all(flags[: (n - 100) // 100])
+
+
+def test_a_tenant_may_refuse_high_completeness(knobs: tuple[Emulator, requests.Session]) -> None:
+    emu, exo = knobs
+    accepted = exo.post(invoke_url(emu), json=command(5, str(uuid.uuid4()), HighCompleteness=True), headers=EXO_HEADERS)
+    assert accepted.status_code == 200
+    emu.config.exchange.high_completeness = False  # "isn't available in all organizations"
+    refused = exo.post(invoke_url(emu), json=command(5, str(uuid.uuid4()), HighCompleteness=True), headers=EXO_HEADERS)
+    assert refused.status_code == 400
+    assert "cannot be found that matches parameter name 'HighCompleteness'" in refused.text
+    without = exo.post(invoke_url(emu), json=command(5, str(uuid.uuid4())), headers=EXO_HEADERS)
+    assert without.status_code == 200
