@@ -28,6 +28,7 @@ from m365_emulator import EmulatorConfig
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import TENANT, WEBHOOKS, Host, body, serve
 from tests.e2e.test_tenant_budget import assert_exact, budget_env, hours, server_limit
+from tests.support.held_work import HeldWork
 
 B = 2
 SECRET = "e2e-budget-secret-" * 3
@@ -136,9 +137,14 @@ def test_the_squat_leaves_running_collections_exact_with_no_429_and_the_state_bo
     windows = {"victim-a": hours(0, 12), "victim-b": hours(20, 12)}
     env = {**budget_env(B), "COLLECTOR_BUDGET_SECRET": secret}
     with serve(emulator, tmp_path, env) as host:
+        held = HeldWork(emulator, TENANT, "graph")  # the first queries run until the squat is well under way
         for collection_id, window in windows.items():
             start(host, collection_id, window)
         flood = Flood(host, "graph", list(windows), HOSTILE_OPERATIONS)
+        try:
+            held.wait_for(lambda: flood.sent >= 500 or flood.done.done(), lambda: f"{flood.sent} sent")
+        finally:
+            held.release_all()
         first = host.wait("victim-a", limit_seconds=600)
         during = flood.sent  # hostile operations sent while the collections ran
         summaries = {"victim-a": first, "victim-b": host.wait("victim-b", limit_seconds=600)}
