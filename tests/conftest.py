@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -29,3 +30,20 @@ def azurite() -> Iterator[Azurite]:
 @pytest.fixture(scope="session")
 def azurite_connection_string(azurite: Azurite) -> str:
     return azurite.connection_string
+
+
+# Under pytest-xdist (scripts/test.sh) the folders whose tests serve a host or an emulator for seconds each go out
+# first, so the last minutes are filled with quick tests instead of waiting on a long one started late. Every worker
+# collects the same list and sorts it the same way (xdist requires it); a serial run keeps the files' order.
+HEAVY_FIRST = ("e2e", "bench", "local_run", "host", "doctor", "browser", "emulator", "audit")
+TESTS = Path(__file__).resolve().parent
+
+
+def _weight(item: pytest.Item) -> int:
+    parts = item.path.relative_to(TESTS).parts
+    return HEAVY_FIRST.index(parts[0]) if len(parts) > 1 and parts[0] in HEAVY_FIRST else len(HEAVY_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=_weight)  # stable: each folder keeps its own order

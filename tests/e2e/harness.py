@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -39,6 +40,8 @@ WEBHOOKS = "/runtime/webhooks/durabletask"
 
 
 def free_port() -> int:
+    """A loopback port free now (another process may take it before it is used: ``serve`` lets the host pick its own
+    instead, which parallel test workers need)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
@@ -169,20 +172,20 @@ def serve(
     ``OffsetFileClock``; give the emulator the same clock), so a test moves their time by advancing it.
     ``store``: ``memory`` or a SQLite file (a host killed and started again on it resumes its orchestrations).
     """
-    port = free_port()
     output = workdir / "output"
     env = {**base_env(emulator, output, app_dir), **(extra_env or {})}
     if clock_file is not None:
         env["COLLECTOR_CLOCK_FILE"] = str(clock_file)
         extra_args = (*extra_args, "--clock-file", str(clock_file))
     log_path = workdir / "host.log"
-    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port)]
+    # Port 0: the host binds a free port itself and says which in its banner, so no other process (a parallel test
+    # worker's host, Azurite, an emulator) can take it between a pick and the bind.
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", "0"]
     command += ["--store", store, "--max-polling-interval", "0.02", "--drain-timeout", "5", *extra_args]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
-    host = Host(f"http://127.0.0.1:{port}", output, log_path, process.pid)
     try:
-        _wait_listening(process, port, log_path)
+        host = Host(_wait_listening(process, log_path), output, log_path, process.pid)
         yield host
     finally:
         process.send_signal(signal.SIGTERM)
@@ -195,16 +198,26 @@ def serve(
             print(log_path.read_text(errors="replace"))
 
 
-def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+BANNER = re.compile(rb"^Listening on (http://127\.0\.0\.1:\d+) ", re.MULTILINE)
+
+
+def _wait_listening(process: subprocess.Popen[bytes], log_path: Path) -> str:
+    """The host's base URL once it answers (its banner names the port it bound)."""
     deadline = time.monotonic() + 60
+    base = ""
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"host exited early:\n{log_path.read_text(errors='replace')}")
-        try:
-            requests.get(f"http://127.0.0.1:{port}/admin/host/status", timeout=1)
-            return
-        except requests.RequestException:
-            time.sleep(0.05)
+        if not base:
+            found = BANNER.search(log_path.read_bytes())
+            base = found.group(1).decode() if found else ""
+        if base:
+            try:
+                requests.get(f"{base}/admin/host/status", timeout=1)
+                return base
+            except requests.RequestException:
+                pass
+        time.sleep(0.05)
     raise RuntimeError(f"host never listened:\n{log_path.read_text(errors='replace')}")
 
 
