@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,6 +31,20 @@ def azurite() -> Iterator[Azurite]:
 @pytest.fixture(scope="session")
 def azurite_connection_string(azurite: Azurite) -> str:
     return azurite.connection_string
+
+
+@pytest.fixture(autouse=True)
+def _function_app_module_restored() -> Iterator[None]:
+    """The local host's loader, run in-process (``LocalHost``), leaves the app it loaded as ``sys.modules
+    ["function_app"]``; a later ``import function_app`` in the same process (the replay tests) would get that app, with
+    its functions already indexed, instead of this repository's. Each test leaves the name as it found it, so tests
+    pass in any order (parallel workers run them in another order than a serial run)."""
+    before = sys.modules.get("function_app")
+    yield
+    if before is None:
+        sys.modules.pop("function_app", None)
+    else:
+        sys.modules["function_app"] = before
 
 
 # Under pytest-xdist (scripts/test.sh) the folders whose tests serve a host or an emulator for seconds each go out

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +23,7 @@ import requests
 
 from m365_emulator import Emulator
 from shared.settings import DEFAULT_TASK_HUB, TASK_HUB_SETTING
+from tests.support.ports import banner_base_url
 
 REPO = Path(__file__).resolve().parents[2]
 APP_DIR = Path(os.environ.get("COLLECTOR_E2E_APP_DIR") or REPO)
@@ -37,14 +36,6 @@ SECRET = "e2e-acceptance-secret"
 START = datetime(2024, 6, 3, tzinfo=UTC)
 TERMINAL = ("Completed", "Failed", "Terminated")
 WEBHOOKS = "/runtime/webhooks/durabletask"
-
-
-def free_port() -> int:
-    """A loopback port free now (another process may take it before it is used: ``serve`` lets the host pick its own
-    instead, which parallel test workers need)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env(emulator: Emulator, output: Path, app_dir: Path = REPO) -> dict[str, str]:
@@ -198,9 +189,6 @@ def serve(
             print(log_path.read_text(errors="replace"))
 
 
-BANNER = re.compile(rb"^Listening on (http://127\.0\.0\.1:\d+) ", re.MULTILINE)
-
-
 def _wait_listening(process: subprocess.Popen[bytes], log_path: Path) -> str:
     """The host's base URL once it answers (its banner names the port it bound)."""
     deadline = time.monotonic() + 60
@@ -208,9 +196,7 @@ def _wait_listening(process: subprocess.Popen[bytes], log_path: Path) -> str:
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"host exited early:\n{log_path.read_text(errors='replace')}")
-        if not base:
-            found = BANNER.search(log_path.read_bytes())
-            base = found.group(1).decode() if found else ""
+        base = base or banner_base_url(log_path) or ""
         if base:
             try:
                 requests.get(f"{base}/admin/host/status", timeout=1)
