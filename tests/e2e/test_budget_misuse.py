@@ -182,7 +182,9 @@ def exchange_limit(limit: int, latency: float) -> Callable[[EmulatorConfig], Non
 def test_a_host_paused_past_the_lease_resumes_without_two_lanes_calling_on_one_slot(
     make_emulator: MakeEmulator, tmp_path: Path
 ) -> None:
-    lease = 3.0
+    # Long enough that only the pause below lets a lease run out: with 3 s, renewals that ran late on a loaded
+    # machine (6 test workers) let the other collection's lease lapse too, a second loss (entity 2, windows 1).
+    lease = 6.0
     # 12,000 records an hour: each one-hour chunk takes three Search-UnifiedAuditLog calls (5,000 rows a block), so
     # the holder has calls left in its chunk when it resumes: the review's "the holder kept calling".
     emulator = make_emulator(records_per_hour=12_000.0, configure=exchange_limit(1, 0.5))
