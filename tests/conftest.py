@@ -33,18 +33,21 @@ def azurite_connection_string(azurite: Azurite) -> str:
     return azurite.connection_string
 
 
-@pytest.fixture(autouse=True)
-def _function_app_module_restored() -> Iterator[None]:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
     """The local host's loader, run in-process (``LocalHost``), leaves the app it loaded as ``sys.modules
-    ["function_app"]``; a later ``import function_app`` in the same process (the replay tests) would get that app, with
-    its functions already indexed, instead of this repository's. Each test leaves the name as it found it, so tests
-    pass in any order (parallel workers run them in another order than a serial run)."""
+    ["function_app"]``; a later ``import function_app`` in the same process (the replay tests) would get that app, its
+    functions already indexed, instead of importing this repository's. Each test (with the module fixtures it sets up)
+    leaves the name as it found it, so tests pass in any order: parallel workers run them in another order than a
+    serial run."""
     before = sys.modules.get("function_app")
-    yield
-    if before is None:
-        sys.modules.pop("function_app", None)
-    else:
-        sys.modules["function_app"] = before
+    try:
+        return (yield)
+    finally:
+        if before is None:
+            sys.modules.pop("function_app", None)
+        else:
+            sys.modules["function_app"] = before
 
 
 # Under pytest-xdist (scripts/test.sh) the folders whose tests serve a host or an emulator for seconds each go out
