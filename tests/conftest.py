@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 
 from tests.support.azurite import Azurite, run_azurite
 
 # CI decides whether a change lands, so there the property tests draw the same examples every run (a failure is a
 # defect in the change, not a new draw); a developer's run keeps exploring, and a case it finds becomes an @example.
-settings.register_profile("ci", derandomize=True)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+# Neither times an example (Hypothesis's per-example deadline and its "too slow" health check are wall-clock
+# assertions: on a loaded machine, or beside the parallel workers of scripts/test.sh, they failed correct code).
+untimed = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("dev", untimed)
+settings.register_profile("ci", untimed, derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 
 @pytest.fixture(scope="session")
@@ -34,7 +38,7 @@ def azurite_connection_string(azurite: Azurite) -> str:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[object]:
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     """The local host's loader, run in-process (``LocalHost``), leaves the app it loaded as ``sys.modules
     ["function_app"]``; a later ``import function_app`` in the same process (the replay tests) would get that app, its
     functions already indexed, instead of importing this repository's. Each test (with the module fixtures it sets up)
