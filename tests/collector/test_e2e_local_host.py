@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ import requests
 
 from m365_emulator import AppRegistration, Emulator, EmulatorConfig, TenantSpec, run_emulator
 from tests.support.hosted_profile import hosted_env
+from tests.support.ports import banner_base_url
 
 REPO = Path(__file__).resolve().parents[2]
 TENANT = "7a1f2c3d-4b5e-4f60-8a71-92b3c4d5e6f7"
@@ -27,12 +27,6 @@ DOMAIN = "contoso.onmicrosoft.com"  # the emulator tenant's default initial doma
 CLIENT = "0b1c2d3e-4f50-4a61-8b72-93c4d5e6f708"
 SECRET = "collector-e2e-secret"
 START = datetime(2024, 5, 1, tzinfo=UTC)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture
@@ -60,7 +54,6 @@ def blob_host(emulator: Emulator, tmp_path: Path, azurite_connection_string: str
 
 
 def _serve(emulator: Emulator, tmp_path: Path, extra: dict[str, str]) -> Iterator[tuple[str, Path]]:
-    port = _free_port()
     output = tmp_path / "output"
     endpoints = {
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,
@@ -82,20 +75,21 @@ def _serve(emulator: Emulator, tmp_path: Path, extra: dict[str, str]) -> Iterato
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         env.pop(name, None)
     log_path = tmp_path / "host.log"
-    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", str(port)]
-    command += ["--store", "memory", "--max-polling-interval", "0.1"]
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", "0"]
+    command += ["--store", "memory", "--max-polling-interval", "0.1"]  # port 0: the host picks (tests.support.ports)
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
+        base = None
         for _ in range(600):
             if process.poll() is not None:
                 raise RuntimeError(log_path.read_text())
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            base = banner_base_url(log_path)
+            if base is not None:
                 break
-            except OSError:
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}", output
+            time.sleep(0.05)
+        assert base is not None, log_path.read_text()
+        yield base, output
     finally:
         process.send_signal(signal.SIGTERM)
         try:

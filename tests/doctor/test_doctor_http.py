@@ -25,8 +25,9 @@ from m365_emulator import Emulator
 from shared.doctor import run_doctor
 from shared.doctor.model import PROBE_ORDER
 from tests.doctor.conftest import CLIENT, DOMAIN, SECRET, app_env, process_env
-from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, Azurite, free_port
+from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, Azurite
 from tests.support.hosted_profile import hosted
+from tests.support.ports import banner_base_url
 
 pytestmark = pytest.mark.azurite
 REPO = Path(__file__).resolve().parents[2]
@@ -63,15 +64,15 @@ def settings_env(emu: Emulator, azurite: Azurite) -> tuple[dict[str, str], str]:
 @pytest.fixture(scope="module")
 def served(settings_env: tuple[dict[str, str], str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     workdir = tmp_path_factory.mktemp("doctor-host")
-    port = free_port()
     log = workdir / "host.log"
     env = {**process_env(settings_env[0]), "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", str(port)]
+    # Port 0: the host picks a free one and names it in its banner (tests.support.ports).
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(REPO), "--port", "0"]
     command += ["--store", "memory", "--require-keys", "--drain-timeout", "5"]
     with log.open("wb") as handle:
         process = subprocess.Popen(command, cwd=workdir, stdout=handle, stderr=subprocess.STDOUT, env=env)
     try:
-        yield Served(f"http://127.0.0.1:{port}", _wait_for_key(process, port, log), log)
+        yield Served(*_wait_for_key(process, log), log)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -83,16 +84,18 @@ def served(settings_env: tuple[dict[str, str], str], tmp_path_factory: pytest.Te
             print(log.read_text(errors="replace"))
 
 
-def _wait_for_key(process: subprocess.Popen[bytes], port: int, log: Path) -> str:
+def _wait_for_key(process: subprocess.Popen[bytes], log: Path) -> tuple[str, str]:
+    """The host's base URL and master key, once it answers."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"host exited early:\n{log.read_text(errors='replace')}")
         found = _KEY.search(log.read_text(errors="replace"))
-        if found:
+        base = banner_base_url(log)
+        if found and base:
             try:
-                requests.get(f"http://127.0.0.1:{port}/admin/host/status", timeout=1)
-                return found.group(1)
+                requests.get(f"{base}/admin/host/status", timeout=1)
+                return base, found.group(1)
             except requests.RequestException:
                 pass
         time.sleep(0.05)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ import requests
 
 from m365_emulator import Emulator
 from tests.support.hosted_profile import E2E_CONVENIENCES, checked, hosted_env
+from tests.support.ports import banner_base_url
 
 REPO = Path(__file__).resolve().parents[2]
 APP_DIR = Path(os.environ.get("COLLECTOR_E2E_APP_DIR") or REPO)
@@ -38,12 +38,6 @@ SECRET = "e2e-acceptance-secret"
 START = datetime(2024, 6, 3, tzinfo=UTC)
 TERMINAL = ("Completed", "Failed", "Terminated")
 WEBHOOKS = "/runtime/webhooks/durabletask"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def base_env(
@@ -174,7 +168,6 @@ def serve(
     ``use``: the local conveniences (``tests/support/hosted_profile.py``); ``deviations``: hosted settings this test
     runs otherwise ("" unsets one); ``extra_env`` may tune anything else but may not change those.
     """
-    port = free_port()
     output = workdir / "output"
     env = base_env(emulator, output, app_dir, use=use, deviations=deviations)
     env.update(checked(extra_env, base=env))
@@ -182,13 +175,14 @@ def serve(
         env["COLLECTOR_CLOCK_FILE"] = str(clock_file)
         extra_args = (*extra_args, "--clock-file", str(clock_file))
     log_path = workdir / "host.log"
-    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port)]
+    # Port 0: the host binds a free port itself and says which in its banner, so no other process (a parallel test
+    # worker's host, Azurite, an emulator) can take it between a pick and the bind.
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", "0"]
     command += ["--store", store, "--max-polling-interval", "0.02", "--drain-timeout", "5", *extra_args]
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env)
-    host = Host(f"http://127.0.0.1:{port}", output, log_path, process.pid)
     try:
-        _wait_listening(process, port, log_path)
+        host = Host(_wait_listening(process, log_path), output, log_path, process.pid)
         yield host
     finally:
         process.send_signal(signal.SIGTERM)
@@ -201,16 +195,21 @@ def serve(
             print(log_path.read_text(errors="replace"))
 
 
-def _wait_listening(process: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+def _wait_listening(process: subprocess.Popen[bytes], log_path: Path) -> str:
+    """The host's base URL once it answers (its banner names the port it bound)."""
     deadline = time.monotonic() + 60
+    base = ""
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"host exited early:\n{log_path.read_text(errors='replace')}")
-        try:
-            requests.get(f"http://127.0.0.1:{port}/admin/host/status", timeout=1)
-            return
-        except requests.RequestException:
-            time.sleep(0.05)
+        base = base or banner_base_url(log_path) or ""
+        if base:
+            try:
+                requests.get(f"{base}/admin/host/status", timeout=1)
+                return base
+            except requests.RequestException:
+                pass
+        time.sleep(0.05)
     raise RuntimeError(f"host never listened:\n{log_path.read_text(errors='replace')}")
 
 

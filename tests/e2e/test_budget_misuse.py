@@ -28,6 +28,7 @@ from m365_emulator import EmulatorConfig
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import TENANT, WEBHOOKS, Host, body, serve
 from tests.e2e.test_tenant_budget import assert_exact, budget_env, hours, server_limit
+from tests.support.held_work import HeldWork
 
 B = 2
 HOSTILE_OPERATIONS = 10_000
@@ -135,9 +136,14 @@ def test_the_squat_leaves_running_collections_exact_with_no_429_and_the_state_bo
     windows = {"victim-a": hours(0, 12), "victim-b": hours(20, 12)}
     unkeyed = None if secret else {"COLLECTOR_BUDGET_SECRET": ""}  # without: a local run, not as deployed
     with serve(emulator, tmp_path, budget_env(B), deviations=unkeyed) as host:
+        held = HeldWork(emulator, TENANT, "graph")  # the first queries run until the squat is well under way
         for collection_id, window in windows.items():
             start(host, collection_id, window)
         flood = Flood(host, "graph", list(windows), HOSTILE_OPERATIONS)
+        try:
+            held.wait_for(lambda: flood.sent >= 500 or flood.done.done(), lambda: f"{flood.sent} sent")
+        finally:
+            held.release_all()
         first = host.wait("victim-a", limit_seconds=600)
         during = flood.sent  # hostile operations sent while the collections ran
         summaries = {"victim-a": first, "victim-b": host.wait("victim-b", limit_seconds=600)}
@@ -175,7 +181,9 @@ def exchange_limit(limit: int, latency: float) -> Callable[[EmulatorConfig], Non
 def test_a_host_paused_past_the_lease_resumes_without_two_lanes_calling_on_one_slot(
     make_emulator: MakeEmulator, tmp_path: Path
 ) -> None:
-    lease = 3.0
+    # Long enough that only the pause below lets a lease run out: with 3 s, renewals that ran late on a loaded
+    # machine (6 test workers) let the other collection's lease lapse too, a second loss (entity 2, windows 1).
+    lease = 6.0
     # 12,000 records an hour: each one-hour chunk takes three Search-UnifiedAuditLog calls (5,000 rows a block), so
     # the holder has calls left in its chunk when it resumes: the review's "the holder kept calling".
     emulator = make_emulator(records_per_hour=12_000.0, configure=exchange_limit(1, 0.5))

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 
 import requests
 
+from shared.models import parse_iso
 from tests.e2e.conftest import MakeEmulator
 from tests.e2e.harness import TENANT, serve
 from tests.e2e.test_tenant_budget import (
@@ -45,11 +47,10 @@ def test_cancel_frees_the_slots_at_once_and_writes_what_was_collected(
         wait_state(host, lambda s: "patient/0" in holders(s.get("waiters", [])))
         emulator.config.graph.completion_delay_seconds = 0.2
 
-        began = time.monotonic()
+        held = budget_state(host)["leases"]
         cancelled = host.post_path("/api/collections/mistake/cancel")
         assert cancelled.status_code == 200, cancelled.text
-        granted = wait_state(host, lambda s: "patient/0" in holders(s.get("leases", [])), timeout=30)
-        waited = time.monotonic() - began
+        granted = wait_state(host, lambda s: "patient/0" in holders(s.get("leases", [])), timeout=120)
         answer = cancelled.json()
         summary = host.summary("mistake")
         manifest = host.manifest("mistake")
@@ -63,8 +64,13 @@ def test_cancel_frees_the_slots_at_once_and_writes_what_was_collected(
         done = host.post_path("/api/collections/patient/cancel")
         ids = host.chunk_ids("mistake") + host.chunk_ids(retry_id)
         final = budget_state(host)
-    print(f"cancel -> slot granted to the waiting collection after {waited:.2f} s (lease {LEASE:.0f} s)")
-    assert waited < 30 and not any(h.startswith("mistake/") for h in holders(granted["leases"]))
+    # At once: the entity granted the slot while the cancelled collection's leases had most of their 600 s to run
+    # (its own clock: how many seconds it took is the machine's load, not asserted).
+    since = next(parse_iso(x["since"]) for x in granted["leases"] if x["holder"] == "patient/0")
+    expiry = min(parse_iso(x["until"]) for x in held if x["holder"].startswith("mistake/"))
+    print(f"cancel -> slot granted {expiry - since} before the cancelled collection's first lease would have run out")
+    assert since < expiry - timedelta(seconds=LEASE / 2)
+    assert not any(h.startswith("mistake/") for h in holders(granted["leases"]))
     assert answer["cancelled"] == ["mistake"] and answer["slotsReleased"] is True, answer
     assert summary["status"] == "Cancelled" and summary["runtimeStatus"] == "Terminated", summary
     assert summary["manifest"] and summary["manifest"].endswith("manifest.json")

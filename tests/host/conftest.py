@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -19,16 +20,12 @@ import pytest
 import requests
 
 from durable_local.host import LocalHost
+from tests.support.ports import banner_base_url
 
 REPO = Path(__file__).resolve().parents[2]
 APPS = Path(__file__).resolve().parent / "apps"
 TERMINAL = ("Completed", "Failed", "Terminated", "Canceled")
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+_logs = itertools.count(1)
 
 
 @dataclass
@@ -59,27 +56,31 @@ def start_app(
     env: dict[str, str] | None = None,
     port: int | None = None,
 ) -> ServedApp:
-    port = port or free_port()
+    # Without a port the host binds a free one itself and names it in its banner (tests.support.ports).
     app_dir = APPS / app if isinstance(app, str) else app
-    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port)]
+    command = [sys.executable, "-m", "durable_local", "serve", "--app-dir", str(app_dir), "--port", str(port or 0)]
     command += ["--max-polling-interval", "0.1"]
     if store is not None:
         command += ["--store", store]
     command += extra or []
-    log_path = workdir / f"host-{port}.log"
+    log_path = workdir / f"host-{port or next(_logs)}.log"
     environment = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=environment)
-    served = ServedApp(process, port, log_path)
+    served = ServedApp(process, port or 0, log_path)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"host exited with {process.returncode}:\n{served.log()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return served
-        except OSError:
-            time.sleep(0.05)
+        base = banner_base_url(log_path)
+        if base is not None:
+            served.port = int(base.rsplit(":", 1)[1])
+            try:
+                with socket.create_connection(("127.0.0.1", served.port), timeout=0.5):
+                    return served
+            except OSError:
+                pass
+        time.sleep(0.05)
     served.stop(signal.SIGKILL)
     raise RuntimeError(f"host did not listen on {port}:\n{served.log()}")
 

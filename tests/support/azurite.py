@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.ports import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 AZURITE_BLOB = REPO / "tools" / "azurite" / "node_modules" / ".bin" / "azurite-blob"
 
@@ -40,12 +42,6 @@ class Azurite:
             f"DefaultEndpointsProtocol=http;AccountName={DEV_ACCOUNT};AccountKey={DEV_KEY};"
             f"BlobEndpoint={self.blob_endpoint};"
         )
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def _wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
