@@ -27,6 +27,7 @@ from durable_local.host.invoke import AsyncRunner, make_activity, make_entity, m
 from durable_local.host.keys import HostKeys
 from durable_local.host.loader import HttpFunction, LoadedApp, TimerFunction, load_app
 from durable_local.host.server import AppServer
+from durable_local.host.stats_route import STATS_PATH, stats_handler
 from durable_local.host.timers import FileStatusStore, MemoryStatusStore, StatusStore, TimerHost
 from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import FunctionRegistry, SchedulingMode
@@ -216,6 +217,7 @@ class LocalHost:
             keys=self.keys,
             base_url=lambda: self.public_base_url,
             rpc_base_url=lambda: self.base_url,
+            admin_routes={STATS_PATH: stats_handler(self._engine, self.keys)},
         )
         self._web_runner = web.AppRunner(server.build(), access_log=None, handle_signals=False)
         await self._web_runner.setup()

@@ -8,7 +8,7 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,6 +22,8 @@ from durable_local.host.loader import HttpFunction, LoadedApp
 from durable_local.host.webhooks import DurableHttpApi
 
 logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class AppServer:
@@ -38,6 +40,7 @@ class AppServer:
         base_url: Callable[[], str],
         rpc_base_url: Callable[[], str] | None = None,
         sync_workers: int = 16,
+        admin_routes: Mapping[str, Handler] | None = None,
     ) -> None:
         self._app = app
         self._api = api
@@ -48,10 +51,14 @@ class AppServer:
         """The public base (``LocalHost.public_base_url``): URLs in answers and ``req.url``, never the Host header."""
         self._rpc_base_url = rpc_base_url or base_url
         self._pool = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="http-fn")
+        self._admin_routes = dict(admin_routes or {})
+        """More of the host's own GET routes (e.g. ``stats_route``), matched before the app's."""
 
     def build(self) -> web.Application:
         application = web.Application(client_max_size=100 * 1024 * 1024)
         application.router.add_route("GET", "/admin/host/status", self._host_status)
+        for path, handler in self._admin_routes.items():
+            application.router.add_route("GET", path, handler)
         application.router.add_route("*", RPC_PATH + "/{token}/{tail:.*}", self._rpc)
         application.router.add_route("*", WEBHOOK_PATH + "/{tail:.*}", self._webhook)
         application.router.add_route("*", "/{tail:.*}", self._functions)
