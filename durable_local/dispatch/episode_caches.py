@@ -21,8 +21,9 @@ from dataclasses import dataclass
 
 from durable_local.replay.execution_cache import ExecutionCache
 
-DEFAULT_MAX_CHARS = 64 * 1024 * 1024
-"""Characters of cached history text kept per worker (about the JSON size of the histories it caches)."""
+DEFAULT_MAX_CHARS = 16 * 1024 * 1024
+"""Characters of cached history text kept per worker (the JSON size of the histories it caches; their events, kept
+to check the next history against, take a few times that)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -148,7 +148,9 @@ def parse_actions(groups: list[Any], previous: ParsedActions | None = None) -> P
     """Parse the action groups; an action equal (as a JSON value) to the one in the same place of ``previous`` is
     taken from it when that one was ``_plain``: an equal text is the same text, so parsing it again would give an equal
     ``Action``. (Equal numbers of other types are not the same JSON, ``1 == 1.0 == True``: such actions are parsed.)"""
-    result = ParsedActions([], [], [])
+    raw_groups: list[list[Any]] = []
+    parsed_groups: list[list[Action]] = []
+    plain_groups: list[list[bool]] = []
     reused = 0
     for index, group in enumerate(groups):
         items = list(group)
@@ -163,10 +165,10 @@ def parse_actions(groups: list[Any], previous: ParsedActions | None = None) -> P
             else:
                 parsed.append(parse_action(item))
                 plain.append(_plain(item))
-        result.raw.append(items)
-        result.parsed.append(parsed)
-        result.plain.append(plain)
-    return ParsedActions(result.raw, result.parsed, result.plain, reused)
+        raw_groups.append(items)
+        parsed_groups.append(parsed)
+        plain_groups.append(plain)
+    return ParsedActions(raw_groups, parsed_groups, plain_groups, reused)
 
 
 def _group(previous: ParsedActions | None, index: int) -> tuple[list[Any], list[Action], list[bool]]:
