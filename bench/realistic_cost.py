@@ -19,7 +19,8 @@ they do on a real host. An Exchange call is a real wait in the emulator, so its 
 and slept ``1/speed`` of it.
 
 Per run it prints, per chunk: host CPU (user + system of the host process, ``psutil``, from the POST to the end; the
-idle host's own polling, measured for two seconds before the POST, taken off in ``net ms``), orchestration episodes,
+idle host's own polling, measured for two seconds before the POST, taken off in ``net ms``; and per episode,
+orchestration and entity, ``CPU/ep.``: the number of episodes moves between runs, see below), orchestration episodes,
 past events the episodes replayed, entity episodes and entity operations, audit API calls. The engine counts them
 (``GET /admin/host/stats``); a checkout older than that route runs with ``bench/engine_probe`` on its path, which counts
 the same things from outside. ``--app LABEL=DIR`` runs another checkout (repeatable), ``--set LABEL:NAME=VALUE`` gives
@@ -29,8 +30,13 @@ one a setting, e.g. the budget off::
         --app old-off=/tmp/bench-main --app new-off=. \\
         --set old-off:COLLECTOR_BUDGET_GRAPH=0 --set new-off:COLLECTOR_BUDGET_GRAPH=0
 
-Ratios follow the table: each label against the first, or the pairs ``--ratio A/B`` names (e.g. ``--ratio old/new
---ratio new/new-off``).
+Ratios of the medians follow the table: each label against the first, or the pairs ``--ratio A/B`` names (e.g.
+``--ratio old/new --ratio new/new-off``).
+
+**The episodes per chunk move between runs of the same code** (e.g. 15.7 to 18.5): how many status checks a query gets
+depends on when its lane started it and on the running times the collection learned from the queries that finished
+before (the first check comes at 0.9 x the shortest of the last eight), so on timing. Use ``--repeat`` (runs are
+interleaved) and read ``CPU/ep.`` beside the per-chunk figures.
 """
 
 from __future__ import annotations
@@ -180,8 +186,10 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
             raise SystemExit(f"{app}: collection ended {summary['status']}: {json.dumps(summary)[:2000]}")
     n = float(args.chunks)
     figures = {name: (after[name] - before[name]) / n for name in COUNTS}
+    episodes = figures["orchestration_episodes"] + figures["entity_episodes"]
     figures.update(
         cpu_ms=1000 * cpu / n,
+        per_episode=1000 * cpu / n / episodes if episodes else 0.0,
         net_ms=1000 * max(0.0, cpu - idle_rate * wall) / n,
         calls=calls / n,
         wall=wall,
@@ -194,6 +202,7 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
 COLUMNS = (
     ("cpu_ms", "CPU ms", "{:.0f}"),
     ("net_ms", "net ms", "{:.0f}"),
+    ("per_episode", "CPU/ep. ms", "{:.1f}"),
     ("orchestration_episodes", "episodes", "{:.2f}"),
     ("replayed_events", "replayed", "{:.0f}"),
     ("entity_episodes", "entity ep.", "{:.2f}"),
