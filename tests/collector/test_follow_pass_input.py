@@ -7,6 +7,7 @@ with an input nobody sealed runs no pass. The rules a hand mutation showed no ot
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -15,9 +16,11 @@ from shared.follow.plan import plan
 from shared.follow.state import FollowSpec, FollowState, WindowFailure
 from shared.models import Chunk
 from shared.requests import admission
+from shared.window.machine import CollectionSpec
 from tests.collector.follow_replay import FOLLOW, HOUR, NOW, Follower, payload, written
 
 SECRET = "follow-pass-secret-" * 2
+GUID = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
 YESTERDAY = NOW.replace(hour=0) - timedelta(days=1)
 
 
@@ -25,6 +28,7 @@ def behind_with_work_of_yesterday() -> dict[str, Any]:
     """Covered to this morning; of yesterday, a provisional window due to be read again, a failed window due for its
     retry and another failed one not due yet."""
     start = payload(YESTERDAY, covered=NOW.replace(hour=6))
+    start["spec"] = replace(FollowSpec.from_json(start["spec"]), tenant_guid=GUID).to_json()
     state = FollowState.from_json(start["state"])
     state.provisional = [Chunk(YESTERDAY + 2 * HOUR, YESTERDAY + 3 * HOUR)]
     state.failures = [
@@ -45,6 +49,7 @@ def test_a_days_pass_reads_every_window_due_that_day_within_the_days_scope() -> 
     assert instance == due.instance_id
     assert [Chunk.from_json(c) for c in handed["spec"]["explicit"]] == list(due.windows)
     assert handed["scope"] == due.scope
+    assert CollectionSpec.from_json(handed["spec"]).budget_tenant == GUID, "the tenant's one budget, by its GUID"
     assert handed["scope"]["failures"] == [state.failures[1].manifest_json()], "the failure not retried stays failed"
     assert handed["scope"]["provisional"] == [state.provisional[0].span_json()]
 
