@@ -17,5 +17,5 @@ edge), ``clock``, ``log_fields`` (structured log events), ``redact``, ``fixes`` 
 
 Nothing here imports the triggers (``activities``, ``orchestrators``, ``http_api``) or the local-only packages.
 
-May import: shared.audit, shared.budget, shared.hosting.
+May import: shared.budget, shared.hosting, shared.values.
 """

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import CollectorError, SinkError, SlotExpiredError, TransientApiError
 from shared.redact import redact
+from shared.values import AuditFilters, TimeWindow
 
 JsonDict = dict[str, Any]
 

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from shared.audit.config import is_tenant_guid
 from shared.budget.token import collection_token
 from shared.budget.wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.hosting import platform as hosting
 from shared.models import SOURCES
+from shared.values import is_tenant_guid
 
 _T = TypeVar("_T")
 

@@ -29,11 +29,6 @@ def _is_guid(value: str) -> bool:
     return len(value) == 36
 
 
-def is_tenant_guid(tenant: str) -> bool:
-    """``72f988bf-86f1-41af-91ab-2d7cd011db47``: a directory (tenant) id in its 36-character form."""
-    return _is_guid(tenant.strip())
-
-
 INITIAL_DOMAIN_SUFFIXES = (".onmicrosoft.com", ".onmicrosoft.us")
 """A tenant's initial domain ends with one of these: worldwide/GCC, and US Government (GCC High/DoD)."""
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
+from shared.audit.config import AuditApiConfig, is_initial_domain
 from shared.audit.exchange import SYSTEM_MAILBOX, ExchangeAuditClient, anchor_mailbox
 from shared.audit.exchange_session import read_window
 from shared.audit.ports import AuditFilters, AuditSearchApi, TimeWindow
@@ -36,6 +36,7 @@ from shared.errors import (
     RoutingError,
     TransientApiError,
 )
+from shared.values import is_tenant_guid
 
 WINDOW = timedelta(minutes=15)
 PAGING_LIMIT_SECONDS = 150.0

@@ -4,5 +4,5 @@
 ``run_options`` (per-collection knobs, fixed at start), ``collection_spec`` (the fixed part of the orchestration
 input). Used by the HTTP API, the local CLI, the follower and the window.
 
-May import: shared, shared.audit, shared.budget, shared.timeline.
+May import: shared, shared.audit, shared.budget, shared.timeline, shared.values.
 """

@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.audit.config import CLOUD_NAMES, GLOBAL_CLOUD, cloud_of, is_initial_domain, is_tenant_guid
+from shared.audit.config import CLOUD_NAMES, GLOBAL_CLOUD, cloud_of, is_initial_domain
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
 from shared.names import is_retry_id, is_safe_id
 from shared.settings import Settings
 from shared.timeline.planning import chunk_count, smallest_interval_minutes
+from shared.values import is_tenant_guid
 
 DEFAULT_INTERVAL_MINUTES = 60
 """Chunk length of an Exchange request that names none (Graph: ``Settings.graph_default_interval_minutes``)."""
