@@ -1,9 +1,8 @@
-"""What a collection's plan commits to, said before it starts: chunks, Graph queries, and warnings.
+"""What a collection's plan commits to, said before it starts: chunks, the source's own figures, and warnings.
 
-A Graph chunk is one audit query submitted to the tenant (a split adds two more). Microsoft documents no daily limit
-for the audit query API, but community guides quote "at least 200 query submissions a day" per tenant
-(``COLLECTOR_GRAPH_DAILY_QUERIES``); a plan above it is answered with a warning and the interval that fits. A range
-that starts before the tenant's guaranteed retention is collected but may be partial (``shared.timeline.retention``).
+The source says its part (``shared.sources``: Graph, the queries the plan submits against the tenant's daily
+submissions); every plan carries every source's fields, ``None`` where they are not its own. A range that starts
+before the tenant's guaranteed retention is collected but may be partial (``shared.timeline.retention``).
 """
 
 from __future__ import annotations
@@ -12,7 +11,8 @@ from datetime import datetime
 
 from shared.models import Chunk, JsonDict, iso
 from shared.settings import Settings
-from shared.timeline.planning import smallest_interval_minutes
+from shared.sources.registry import sections
+from shared.sources.registry import source as source_named
 from shared.timeline.retention import cutoff, possibly_partial
 
 
@@ -26,20 +26,10 @@ def plan_report(
     interval_minutes: int | None = None,
     interval_defaulted: bool = False,
 ) -> JsonDict:
-    """``plan`` of the 202 answer and of the summary: chunk count, Graph queries, the interval and its origin."""
-    queries = chunks if source == "graph" else None
-    warnings: list[str] = []
-    if queries is not None and queries > settings.graph_daily_queries:
-        hint = ""
-        if len(ranges) == 1:
-            fitting = smallest_interval_minutes(ranges[0].start, ranges[0].end, settings.graph_daily_queries)
-            if fitting <= settings.max_interval_minutes:
-                hint = f"; intervalMinutes >= {fitting} plans at most {settings.graph_daily_queries}"
-        warnings.append(
-            f"this plan submits {queries} Graph audit queries (more if windows split), above the "
-            f"{settings.graph_daily_queries} a day a tenant is assumed to accept (COLLECTOR_GRAPH_DAILY_QUERIES; "
-            f"community-quoted, not documented): expect throttling or queries refused until the next day{hint}"
-        )
+    """``plan`` of the 202 answer and of the summary: chunk count, the source's figures, the interval and its
+    origin."""
+    own = source_named(source).plan(chunks=chunks, settings=settings, ranges=ranges, now=now)
+    warnings = list(own.warnings)
     old = possibly_partial(ranges, now, settings.retention_days)
     if old:
         edge = iso(cutoff(now, settings.retention_days))
@@ -51,9 +41,8 @@ def plan_report(
     return {
         "source": source,
         "chunks": chunks,
-        "graphQueries": queries,
+        **sections("plan_keys", source, own.fields),
         "intervalMinutes": interval_minutes,
         "intervalDefault": interval_defaulted,
-        "dailyQueryQuota": settings.graph_daily_queries if source == "graph" else None,
         "warnings": warnings,
     }

@@ -195,9 +195,20 @@ class Settings:
         """On any Azure plan (Flex, Linux or Windows Consumption, Premium, Dedicated, Container Apps, Kubernetes)."""
         return self.hosting_plan != hosting.LOCAL
 
+    @property
+    def budget_capacities(self) -> dict[str, int]:
+        """Each source's tenant budget B by the source's name (``COLLECTOR_BUDGET_<SOURCE>``): one line per source."""
+        return {
+            "graph": self.budget_graph,
+            "exchange": self.budget_exchange,
+        }
+
     def budget(self, source: str) -> BudgetOptions:
-        """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
-        capacity = self.budget_graph if source == "graph" else self.budget_exchange
+        """The tenant budget a collection of ``source`` uses (capacity 0: none); ``ConfigError`` for a source with no
+        budget setting (a source added without one must not silently share another's)."""
+        capacity = self.budget_capacities.get(source)
+        if capacity is None:
+            raise ConfigError(f"COLLECTOR_BUDGET_{source.upper()}", f"no tenant budget is set for the {source} source")
         return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
 
     def budget_token(self, collection_id: str, run: str = "") -> str:

@@ -7,7 +7,8 @@ May import: shared, shared.audit, shared.hosting, shared.records, shared.request
 
 from __future__ import annotations
 
-from shared.doctor.model import SOURCES, DoctorReport, Outcome, ProbeResult
+from shared.doctor.model import DoctorReport, Outcome, ProbeResult
 from shared.doctor.runner import DEFAULT_BUDGET_SECONDS, run_doctor
+from shared.doctor.sources import SOURCES
 
 __all__ = ["DEFAULT_BUDGET_SECONDS", "SOURCES", "DoctorReport", "Outcome", "ProbeResult", "run_doctor"]
