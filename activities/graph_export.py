@@ -26,11 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from shared.sources.graph.query_rules import capped, record_cap
-
 from shared.audit.ports import AuditQueryApi, QueryStatus, RecordPage
 from shared.errors import NeedsSplitError
 from shared.records.id_set import IdSet
+from shared.sources.graph.query_rules import capped, record_cap
 
 logger = logging.getLogger(__name__)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from shared.errors import ConfigError
+from shared.values import is_tenant_guid as is_tenant_guid  # noqa: PLC0414 - re-exported: the audit layer checks it
 
 GRAPH_API_VERSIONS = frozenset({"beta", "v1.0"})
 

@@ -2,7 +2,7 @@
 a real tenant, reporting one result per probe (``shared.doctor.model``). Used by ``python -m collector_local doctor``
 and ``GET /api/doctor``.
 
-May import: shared, shared.audit, shared.hosting, shared.records, shared.requests, shared.sinks, shared.values.
+May import: shared, shared.audit, shared.hosting, shared.records, shared.requests, shared.sinks, shared.sources.
 """
 
 from __future__ import annotations

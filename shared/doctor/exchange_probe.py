@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_initial_domain
+from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
 from shared.audit.exchange import SYSTEM_MAILBOX, ExchangeAuditClient, anchor_mailbox
 from shared.audit.exchange_session import read_window
 from shared.audit.ports import AuditFilters, AuditSearchApi, TimeWindow
@@ -40,7 +40,6 @@ from shared.errors import (
     RoutingError,
     TransientApiError,
 )
-from shared.values import is_tenant_guid
 
 EXCHANGE_PROBES = (
     "exchange.token",
@@ -351,3 +350,9 @@ class ExchangeDoctor(ExchangeProbe):
         else:
             states.append(f"Exchange role not checked ({role.outcome.value}: see exchange.role)")
         return None
+
+
+def exchange_doctor(
+    config: AuditApiConfig, budget: Budget, now: Callable[[], datetime], sleep: Callable[[float], None]
+) -> ExchangeDoctor:
+    return ExchangeDoctor(config, budget, now)

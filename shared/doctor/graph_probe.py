@@ -352,3 +352,9 @@ class GraphDoctor(GraphProbe):
 
     def tenant_step(self, client_id: str, states: list[str]) -> ProbeResult | None:
         return None
+
+
+def graph_doctor(
+    config: AuditApiConfig, budget: Budget, now: Callable[[], datetime], sleep: Callable[[float], None]
+) -> GraphDoctor:
+    return GraphDoctor(config, budget, now, sleep)

@@ -13,8 +13,8 @@ from datetime import datetime
 from typing import Protocol
 
 from shared.audit.config import AuditApiConfig
-from shared.doctor.exchange_probe import EXCHANGE_PROBES, ExchangeDoctor
-from shared.doctor.graph_probe import GRAPH_PROBES, GraphDoctor
+from shared.doctor.exchange_probe import EXCHANGE_PROBES, exchange_doctor
+from shared.doctor.graph_probe import GRAPH_PROBES, graph_doctor
 from shared.doctor.model import Budget, ProbeResult
 from shared.doctor.tenant_probe import TokenOutcome
 
@@ -45,6 +45,7 @@ class SourceDoctor(Protocol):
 
 
 Build = Callable[[AuditApiConfig, Budget, Callable[[], datetime], Callable[[float], None]], SourceDoctor]
+"""A source's doctor for one run: ``build(config, budget, now, sleep)`` (each probe module has its own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,21 +56,9 @@ class Doctor:
     build: Build
 
 
-def _graph(
-    config: AuditApiConfig, budget: Budget, now: Callable[[], datetime], sleep: Callable[[float], None]
-) -> GraphDoctor:
-    return GraphDoctor(config, budget, now, sleep)
-
-
-def _exchange(
-    config: AuditApiConfig, budget: Budget, now: Callable[[], datetime], sleep: Callable[[float], None]
-) -> ExchangeDoctor:
-    return ExchangeDoctor(config, budget, now)
-
-
 DOCTORS: tuple[Doctor, ...] = (
-    Doctor("graph", GRAPH_PROBES, _graph),
-    Doctor("exchange", EXCHANGE_PROBES, _exchange),
+    Doctor("graph", GRAPH_PROBES, graph_doctor),
+    Doctor("exchange", EXCHANGE_PROBES, exchange_doctor),
 )
 
 COMMON_PROBES = ("settings", "tenant", "storage")
