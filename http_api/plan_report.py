@@ -1,7 +1,7 @@
 """What a collection's plan commits to, said before it starts: chunks, the source's own figures, and warnings.
 
 The source says its part (``shared.sources``: Graph, the queries the plan submits against the tenant's daily
-submissions); every plan carries every source's fields, ``None`` where they are not its own. A range that starts
+submissions); the fields every plan has carried are there, ``None`` where they are not its source's. A range that starts
 before the tenant's guaranteed retention is collected but may be partial (``shared.timeline.retention``).
 """
 
@@ -41,7 +41,7 @@ def plan_report(
     return {
         "source": source,
         "chunks": chunks,
-        **sections("plan_keys", source, own.fields),
+        **sections("plan", source, own.fields),
         "intervalMinutes": interval_minutes,
         "intervalDefault": interval_defaulted,
         "warnings": warnings,

@@ -8,9 +8,9 @@ A source owns everything that differs between the audit APIs, and nothing outsid
   budget (keyed by the tenant's GUID and the source's name, ``settings.budget(name)`` slots);
 * **the window's lanes** (``lanes``: the phases a chunk goes through, which activity each calls with which typed
   input, what each result means, what the collection learns and carries across continue-as-new);
-* **what it publishes**: its section of the window's status, the summary and the manifest (``status_key``,
-  ``manifest_keys``), its plan report's fields and warnings (``plan_keys``), and its evidence of completeness in each
-  chunk's summary.
+* **what it publishes**: its section of the window's status, the summary (``status_key``), its manifest fields
+  (``manifest``), its plan report's fields and warnings (``plan``), and its evidence of completeness in each chunk's
+  summary.
 
 The registry (``shared.sources.registry``) maps names to sources: one line per source. Its activities are registered in
 ``function_app.py`` and its doctor probes in ``shared.doctor.sources``, one line each.
@@ -35,7 +35,7 @@ from shared.window.state import Carried
 
 @dataclass(frozen=True, slots=True)
 class SourcePlan:
-    """A source's part of a plan report: its fields (``Source.plan_keys``) and its warnings."""
+    """A source's part of a plan report: its fields and its warnings."""
 
     fields: JsonDict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
@@ -53,16 +53,6 @@ class Source(Protocol):
     @property
     def status_key(self) -> str:
         """The key of its section in the window's status, the collection's output and summary."""
-        ...
-
-    @property
-    def plan_keys(self) -> tuple[str, ...]:
-        """The fields its plan report adds (every plan report has every source's, ``None`` when not its own)."""
-        ...
-
-    @property
-    def manifest_keys(self) -> tuple[str, ...]:
-        """The manifest fields it fills (every manifest has every source's, ``None`` when not its own)."""
         ...
 
     def default_interval_minutes(self, settings: Settings) -> int: ...
@@ -88,7 +78,7 @@ class Source(Protocol):
     def plan(self, *, chunks: int, settings: Settings, ranges: Sequence[Chunk], now: datetime) -> SourcePlan: ...
 
     def manifest(self, payload: JsonDict) -> JsonDict:
-        """Its manifest fields (``manifest_keys``) from the finalize activity's input."""
+        """Its manifest fields from the finalize activity's input."""
         ...
 
 
@@ -98,8 +88,6 @@ class SourceDefaults:
 
     name = ""
     high_completeness = False
-    plan_keys: tuple[str, ...] = ()
-    manifest_keys: tuple[str, ...] = ()
 
     def check_range(self, start: datetime, now: datetime, settings: Settings) -> None:
         return None

@@ -53,26 +53,34 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
     return validation.validate_collection_request(body, settings, now, SOURCES)
 
 
+ALWAYS: Mapping[str, tuple[str, ...]] = {
+    "status": ("queries", "exchange"),
+    "plan": ("graphQueries", "dailyQueryQuota"),
+    "manifest": ("filterCheck", "queries", "exchange"),
+}
+"""The fields every status, summary, plan and manifest has carried since before sources were objects (``None`` where
+they are not the collection's source's): their consumers read them as they always did. A source added since carries
+its own fields only in its own collections' answers, so adding one changes no other source's."""
+
+
 def sections(keys: str, own: str | None, fields: JsonDict) -> JsonDict:
-    """Every source's ``keys`` (``status_key``, ``plan_keys`` or ``manifest_keys``) as ``None``, then ``fields`` of
-    the source named ``own``: a consumer reads any source's section the same way, absent or not."""
-    out: JsonDict = {}
-    for each in SOURCES.values():
-        value = getattr(each, keys)
-        for key in (value,) if isinstance(value, str) else value:
-            out[key] = None
+    """The fields that are always there in a ``status``, ``plan`` or ``manifest`` (``ALWAYS[keys]``) as ``None``, then
+    ``fields`` of the source named ``own``."""
+    out: JsonDict = dict.fromkeys(ALWAYS[keys])
     if own is not None:
         out.update(fields)
     return out
 
 
 def status_sections(status: Mapping[str, Any]) -> JsonDict:
-    """Each source's section of a window's status or output, ``None`` where it is not the collection's source."""
-    return {each.status_key: status.get(each.status_key) for each in SOURCES.values()}
+    """Each source's section of a window's status or output as it stands (the sections always there included)."""
+    out: JsonDict = {key: status.get(key) for key in ALWAYS["status"]}
+    out.update({each.status_key: status[each.status_key] for each in SOURCES.values() if each.status_key in status})
+    return out
 
 
 def manifest_sections(payload: JsonDict) -> JsonDict:
-    """The manifest fields of every source, filled by the collection's own (named by ``payload["source"]``)."""
+    """The manifest fields of the collection's own source (named by ``payload["source"]``), with those always there."""
     name = payload.get("source")
     own = SOURCES.get(name) if isinstance(name, str) else None
-    return sections("manifest_keys", own.name if own else None, own.manifest(payload) if own else {})
+    return sections("manifest", own.name if own else None, own.manifest(payload) if own else {})

@@ -23,7 +23,6 @@ class ExchangeSource(SourceDefaults):
     name = "exchange"
     high_completeness = True
     status_key = SIZING
-    manifest_keys = (SIZING,)
 
     def default_interval_minutes(self, settings: Settings) -> int:
         return DEFAULT_INTERVAL_MINUTES

@@ -23,8 +23,6 @@ class GraphSource(SourceDefaults):
 
     name = "graph"
     status_key = QUERIES
-    plan_keys = ("graphQueries", "dailyQueryQuota")
-    manifest_keys = ("filterCheck", QUERIES)
 
     def default_interval_minutes(self, settings: Settings) -> int:
         """A day per query (``COLLECTOR_GRAPH_DEFAULT_INTERVAL_MINUTES``): a query holds up to 1,000,000 records and a
