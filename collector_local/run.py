@@ -116,6 +116,7 @@ def _app_environment(emu: Any, secret: str, output: Path) -> dict[str, str]:
         "AUDIT_AUTHORITY_HOST": emu.authority_host,
         "AUDIT_GRAPH_BASE_URL": emu.graph_base_url,
         "AUDIT_EXCHANGE_BASE_URL": emu.exchange_base_url,
+        "AUDIT_FEED_BASE_URL": emu.feed_base_url,
         "AUDIT_CA_BUNDLE": str(emu.ca_bundle),
         "OUTPUT_FOLDER": str(output),
         "OUTPUT_STORAGE_CONNECTION": "",

@@ -16,7 +16,7 @@ from shared.values import AuditFilters, TimeWindow
 
 JsonDict = dict[str, Any]
 
-SOURCES = ("graph", "exchange")
+SOURCES = ("graph", "exchange", "feed")
 
 # Failures worth another try of the same step: throttling/5xx that outlived the activity's own retries, an output
 # write that failed (the write is idempotent: same name, replaced whole), and an activity that raised unexpectedly

@@ -166,6 +166,13 @@ class Settings:
     """Tenant budget B for Graph: unfinished audit log queries of all collections of one tenant. Purview allows 10
     concurrent audit search jobs per account; Graph's documented baseline is at least 50 queued or running queries
     per tenant, shared with every other tool. 0 = no budget."""
+    budget_feed: int = 3
+    """Tenant budget B for the feed: chunks of all collections of one tenant reading the Management Activity API at
+    once. The feed allows 2,000 requests a minute per tenant and publisher; a lane sends one request at a time (a
+    listing page or a blob), so three stay well inside it with room for the tenant's other readers. 0 = no budget."""
+    feed_lag_hours: float = 48.0
+    """How long after a window's end a feed collection reads publications for it: the feed publishes most records
+    within 24 hours (typically 60 to 90 minutes) and some days later; what comes after is a later read's."""
     budget_lease_seconds: float = 600.0
     """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
     budget_poll_seconds: float = 10.0
@@ -201,6 +208,7 @@ class Settings:
         return {
             "graph": self.budget_graph,
             "exchange": self.budget_exchange,
+            "feed": self.budget_feed,
         }
 
     def budget(self, source: str) -> BudgetOptions:
@@ -313,6 +321,8 @@ class Settings:
                 "COLLECTOR_EXCHANGE_TARGET_FRACTION", d.exchange_target_fraction, float, 0, 1
             ),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
+            budget_feed=reader.number("COLLECTOR_BUDGET_FEED", d.budget_feed, int, 0, 1000),
+            feed_lag_hours=reader.number("COLLECTOR_FEED_LAG_HOURS", d.feed_lag_hours, float, 0, 168),
             budget_lease_seconds=reader.number(
                 "COLLECTOR_BUDGET_LEASE_SECONDS", d.budget_lease_seconds, float, 1, 86_400
             ),

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from shared.audit.config import AuditApiConfig
 from shared.doctor.exchange_probe import EXCHANGE_PROBES, exchange_doctor
+from shared.doctor.feed_probe import FEED_PROBES, feed_doctor
 from shared.doctor.graph_probe import GRAPH_PROBES, graph_doctor
 from shared.doctor.model import Budget, ProbeResult
 from shared.doctor.tenant_probe import TokenOutcome
@@ -59,6 +60,7 @@ class Doctor:
 DOCTORS: tuple[Doctor, ...] = (
     Doctor("graph", GRAPH_PROBES, graph_doctor),
     Doctor("exchange", EXCHANGE_PROBES, exchange_doctor),
+    Doctor("feed", FEED_PROBES, feed_doctor),
 )
 
 COMMON_PROBES = ("settings", "tenant", "storage")

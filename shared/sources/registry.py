@@ -15,6 +15,7 @@ from shared.requests.validation import CollectionRequest
 from shared.settings import Settings
 from shared.sources.base import Source
 from shared.sources.exchange import ExchangeSource
+from shared.sources.feed import FeedSource
 from shared.sources.graph import GraphSource
 from shared.window.machine import EPOCH, CollectionWindow
 from shared.window.state import Carried
@@ -24,6 +25,7 @@ SOURCES: Mapping[str, Source] = {
     for source in (
         GraphSource(),
         ExchangeSource(),
+        FeedSource(),
     )
 }
 """The sources a request may name, in the order the API lists them (``shared.models.SOURCES`` holds the same names

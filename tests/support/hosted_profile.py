@@ -57,7 +57,7 @@ AZURE_ONLY = frozenset(
 store), Application Insights, the host's function timeout, the managed identity, and the two replaced by named
 conveniences (the Key Vault certificate by ``client_secret``, the blob account by ``output_folder``)."""
 
-BUDGETS = ("COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE")
+BUDGETS = ("COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE", "COLLECTOR_BUDGET_FEED")
 GUARDED = (TASK_HUB_SETTING, BUDGET_KEY_SETTING, *BUDGETS)
 """Settings a test may only change through ``deviations``: the hub, the budget key, and turning a budget off."""
 
