@@ -7,7 +7,6 @@ next execution with their whole state (``Lane.to_json``), including fields this 
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -173,20 +172,24 @@ class Lane:
 
     def to_json(self) -> JsonDict:
         out: JsonDict = dict(self.extra)
-        for name, codec in _LANE_CODECS:
-            out[codec.key] = codec.write(getattr(self, name))
+        for name, key, write, _ in _LANE_CODECS:
+            value = getattr(self, name)
+            out[key] = value if write is _same else write(value)
         return out
 
     @classmethod
     def from_json(cls, data: JsonDict) -> Lane:
-        values = {name: codec.read(data, codec.key) for name, codec in _LANE_CODECS}
+        values = {name: read(data, key) for name, key, _, read in _LANE_CODECS}
         return cls(**values, extra={k: v for k, v in data.items() if k not in _LANE_KEYS})
 
 
-_LANE_CODECS: tuple[tuple[str, _Codec], ...] = tuple(
-    (f.name, f.metadata["codec"]) for f in dataclasses.fields(Lane) if "codec" in f.metadata
+_LANE_CODECS: tuple[tuple[str, str, Callable[[Any], Any], Callable[[JsonDict, str], Any]], ...] = tuple(
+    (f.name, f.metadata["codec"].key, f.metadata["codec"].write, f.metadata["codec"].read)
+    for f in dataclasses.fields(Lane)
+    if "codec" in f.metadata
 )
-_LANE_KEYS = frozenset(codec.key for _, codec in _LANE_CODECS)
+"""(field, JSON key, writer, reader) of every lane field that is carried, in declaration order."""
+_LANE_KEYS = frozenset(key for _, key, _, _ in _LANE_CODECS)
 
 
 SECTIONS_BEFORE_SOURCES: JsonDict = {
@@ -235,7 +238,13 @@ _CARRIED_KEYS = frozenset(
 
 
 def _fresh_sections() -> JsonDict:
-    return copy.deepcopy(SECTIONS_BEFORE_SOURCES)
+    """``SECTIONS_BEFORE_SOURCES``, new objects (built, not deep-copied: a window is built on every replay)."""
+    exchange = SECTIONS_BEFORE_SOURCES["exchange"]
+    return {
+        "queries": dict(SECTIONS_BEFORE_SOURCES["queries"]),
+        "durations": [],
+        "exchange": {**exchange, "samples": []},
+    }
 
 
 @dataclass(slots=True)
@@ -281,8 +290,9 @@ class Carried:
     know are kept here too, and carried verbatim."""
 
     def to_json(self) -> JsonDict:
+        # Shallow: a source's lanes replace their sections whole (``save``), never change them in place.
         return {
-            **copy.deepcopy(self.sections),
+            **self.sections,
             "incompleteNotes": [dict(n) for n in self.incomplete_notes],
             "cursor": self.cursor,
             "requeued": [c.to_json() for c in self.requeued],
@@ -311,7 +321,7 @@ class Carried:
             return cls()
         doomed = data.get("doomed")
         sections = _fresh_sections()
-        sections.update({k: copy.deepcopy(v) for k, v in data.items() if k not in _CARRIED_KEYS})
+        sections.update({k: v for k, v in data.items() if k not in _CARRIED_KEYS})
         return cls(
             cursor=int(data["cursor"]),
             requeued=[Chunk.from_json(c) for c in data.get("requeued", [])],
