@@ -13,9 +13,8 @@ passed. Per simulated hour it prints:
   own (its current execution's rows, one cycle's, times the cycles),
 * host CPU seconds (user + system of the host process, ``psutil``; the emulator runs in this process),
 * records read (first reads and re-reads) and the wall time the host took per simulated hour,
-* the follower's ``cycles`` and ``passes`` counters: a wake is two cycles (executions), one that runs the passes
-  (one per UTC day with work) and continues as new, and one that waits for the next wake in a fresh execution; so four
-  wakes an hour are eight cycles.
+* the follower's ``cycles`` and ``passes`` counters: a wake is one cycle (an execution that waits for its wake, runs
+  the passes due, one per UTC day with work, and continues as new), so four wakes an hour are four cycles.
 
 The tenant holds ``rate`` records per hour in the hours the measured cycles read (the new hours, and the same hours a
 day earlier, which they read again); the other hours of the catch-up before them hold a hundredth of it, so setting
