@@ -140,6 +140,11 @@ class GraphSettings:
     max_concurrent_queries: int = 10
     """Most *unfinished* (notStarted/queued/running) queries per tenant; finished ones never count."""
     concurrency_retry_after_seconds: int = 1
+    daily_submission_quota: int = 200
+    """Most queries created per tenant in any rolling 24 hours of the emulator's clock (``graph_quota``); a create
+    beyond it is answered 429. 0 = no quota."""
+    daily_quota_retry_after_seconds: int = 0
+    """``Retry-After`` of that 429; 0 (default) sends none."""
     delete_supported: bool = False
     """False (default, as the service answers today): DELETE of a query is 404 "No HTTP resource was found ...";
     True: 204 and the query is gone."""

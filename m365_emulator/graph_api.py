@@ -34,6 +34,7 @@ from m365_emulator.graph_model import (
     jitter,
     parse_create_body,
 )
+from m365_emulator.graph_quota import DailySubmissionQuota
 from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import count_matching, iter_matching
@@ -78,6 +79,11 @@ class GraphApi:
         self._lock = threading.Lock()
         self._queries: dict[str, GraphQuery] = {}
         self._page_reads: Counter[str] = Counter()
+        self.quota = DailySubmissionQuota(settings, lambda: self.visibility().as_of, self._created)
+        """The tenant's daily submission quota (``m365_emulator.graph_quota``): every create goes through it."""
+
+    def _created(self, tenant_id: str) -> int:
+        return self.stats.queries_created[tenant_id]
 
     def active_count(self, tenant_id: str) -> int:
         now, delay = self.clock(), self.settings.completion_delay_seconds
@@ -104,7 +110,7 @@ class GraphApi:
             )
         version, rest, method = parts[0], parts[4:], request.method
         if not rest and method == "POST":
-            return self._create(request, tenant_id, version, roles)
+            return self.quota.gate(tenant_id, request, lambda: self._create(request, tenant_id, version, roles))
         if not rest and method == "GET":
             return self._list(request, tenant_id, version)
         query = self._find(tenant_id, rest[0])

@@ -77,6 +77,9 @@ _LANE_KEYS = frozenset(
         "budgetWaits",
         "slot",
         "startedAt",
+        "submission",
+        "credited",
+        "quotaUntil",
     }
 )
 
@@ -122,6 +125,13 @@ class Lane:
     again so that a loss can be told from a renewal."""
     started_at: datetime | None = None
     """When the lane began (orchestration time): how long its chunk took, for the chunk.ended log event."""
+    submission: int = 0
+    """Graph, daily quota kept: the collection's number of the query submission the lane asks a credit for (0: none
+    asked), kept while it waits so that an ``acquire`` sent again takes the credit once."""
+    credited: bool = False
+    """The tenant budget granted the credit of ``submission``: the lane's next submit spends it."""
+    quota_until: datetime | None = None
+    """The lane waits for the tenant's daily Graph quota until then (its next ``acquire`` follows a timer)."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -164,6 +174,9 @@ class Lane:
             "budgetWaits": self.budget_waits,
             "slot": self.slot.to_json() if self.slot else None,
             "startedAt": iso(self.started_at) if self.started_at else None,
+            "submission": self.submission,
+            "credited": self.credited,
+            "quotaUntil": iso(self.quota_until) if self.quota_until else None,
         }
 
     @classmethod
@@ -196,6 +209,9 @@ class Lane:
             budget_waits=int(data.get("budgetWaits", 0)),
             slot=Slot.from_json(data["slot"]) if data.get("slot") else None,
             started_at=parse_iso(data["startedAt"]) if data.get("startedAt") else None,
+            submission=int(data.get("submission", 0)),
+            credited=bool(data.get("credited", False)),
+            quota_until=parse_iso(data["quotaUntil"]) if data.get("quotaUntil") else None,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 
@@ -243,6 +259,12 @@ class Carried:
     """Slots of lanes that ended and that no chunk took yet: settled when the window fills (handed on, folded into
     an ``acquire``, or released); while the window switches executions they are kept (and renewed) for the next
     execution's chunks instead of going back to the budget and being asked for again."""
+    submissions: int = 0
+    """Graph query submissions this collection asked credits for (the number of the latest: each is unique)."""
+    quota_waits: int = 0
+    """Times a lane was told to wait for the tenant's daily Graph quota."""
+    budget_quota: JsonDict | None = None
+    """The tenant's daily Graph quota as the budget's latest answer said it (allowed, used, left, until)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -269,6 +291,9 @@ class Carried:
             "budgetSeenAt": iso(self.budget_seen_at) if self.budget_seen_at else None,
             "budgetWaiting": self.budget_waiting,
             "spareSlots": [slot.to_json() for slot in self.spares],
+            "submissions": self.submissions,
+            "quotaWaits": self.quota_waits,
+            "budgetQuota": dict(self.budget_quota) if self.budget_quota else None,
         }
 
     @classmethod
@@ -300,6 +325,9 @@ class Carried:
             budget_seen_at=parse_iso(data["budgetSeenAt"]) if data.get("budgetSeenAt") else None,
             budget_waiting=int(data.get("budgetWaiting", 0)),
             spares=[Slot.from_json(slot) for slot in data.get("spareSlots") or []],
+            submissions=int(data.get("submissions", 0)),
+            quota_waits=int(data.get("quotaWaits", 0)),
+            budget_quota=dict(data["budgetQuota"]) if data.get("budgetQuota") else None,
         )
 
     def learn_duration(self, seconds: float) -> None:
