@@ -222,7 +222,10 @@ class BudgetLanes:
         self._count_loss(lane, answer)
         if granted:
             lane.quota_until = None
-            lane.credited = lane.credited or lane.submission > 0
+            # its credit: the entity says so, or keeps no quota (it then counts nothing, and the lane must not ask
+            # again for ever); an acquire that carried no submission takes none
+            credit = answer.get("credit") == lane.submission or "quota" not in answer
+            lane.credited = lane.credited or (lane.submission > 0 and credit)
             until = answer.get("leaseUntil")
             grant = answer.get("grant")
             lane.slot = Slot(
