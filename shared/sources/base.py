@@ -9,7 +9,8 @@ A source owns everything that differs between the audit APIs, and nothing outsid
 * **the window's lanes** (``lanes``: the phases a chunk goes through, which activity each calls with which typed
   input, what each result means, what the collection learns and carries across continue-as-new);
 * **what it publishes**: its section of the window's status, the summary (``status_key``), its manifest fields
-  (``manifest``), its plan report's fields and warnings (``plan``), and its evidence of completeness in each chunk's
+  (``manifest``), its plan report's fields and warnings (``plan``, and a follower's: ``follow_plan``, with the
+  follower windows it accepts), and its evidence of completeness in each chunk's
   summary.
 
 The registry (``shared.sources.registry``) maps names to sources: one line per source. Its activities are registered in
@@ -75,7 +76,32 @@ class Source(Protocol):
         """The window's lanes of one collection of this source (built on every replay from its carried state)."""
         ...
 
-    def plan(self, *, chunks: int, settings: Settings, ranges: Sequence[Chunk], now: datetime) -> SourcePlan: ...
+    def plan(
+        self,
+        *,
+        chunks: int,
+        settings: Settings,
+        ranges: Sequence[Chunk],
+        now: datetime,
+        interval_minutes: int | None = None,
+        quota: JsonDict | None = None,
+        settle: bool = False,
+    ) -> SourcePlan:
+        """Its part of a collection's plan (``quota``: the tenant's daily submissions as its budget entity says them,
+        None when the budget keeps none; ``settle``: a settle pass reads the provisional windows again)."""
+        ...
+
+    def follow_default(self, settings: Settings) -> int:
+        """A follower's window when its request names none."""
+        ...
+
+    def follow_refusal(self, settings: Settings, interval_minutes: int) -> str | None:
+        """Why a follower with these windows cannot run (None: it can)."""
+        ...
+
+    def follow_plan(self, settings: Settings, interval_minutes: int, quota: JsonDict | None) -> SourcePlan:
+        """Its part of a follower's plan."""
+        ...
 
     def manifest(self, payload: JsonDict) -> JsonDict:
         """Its manifest fields from the finalize activity's input."""
@@ -109,7 +135,26 @@ class SourceDefaults:
             settings, max_concurrency, budget=self.budget(settings), high_completeness=high_completeness
         )
 
-    def plan(self, *, chunks: int, settings: Settings, ranges: Sequence[Chunk], now: datetime) -> SourcePlan:
+    def plan(
+        self,
+        *,
+        chunks: int,
+        settings: Settings,
+        ranges: Sequence[Chunk],
+        now: datetime,
+        interval_minutes: int | None = None,
+        quota: JsonDict | None = None,
+        settle: bool = False,
+    ) -> SourcePlan:
+        return SourcePlan()
+
+    def follow_default(self, settings: Settings) -> int:
+        return settings.follow_every_minutes
+
+    def follow_refusal(self, settings: Settings, interval_minutes: int) -> str | None:
+        return None
+
+    def follow_plan(self, settings: Settings, interval_minutes: int, quota: JsonDict | None) -> SourcePlan:
         return SourcePlan()
 
     def manifest(self, payload: JsonDict) -> JsonDict:

@@ -57,12 +57,13 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
 
 ALWAYS: Mapping[str, tuple[str, ...]] = {
     "status": ("queries", "exchange"),
-    "plan": ("graphQueries", "dailyQueryQuota"),
+    "plan": ("graphQueries", "dailyQueryQuota", "submissions"),
+    "follow": ("graphQueriesPerDay", "dailyQueryQuota", "submissions"),
     "manifest": ("filterCheck", "queries", "exchange"),
 }
-"""The fields every status, summary, plan and manifest has carried since before sources were objects (``None`` where
-they are not the collection's source's): their consumers read them as they always did. A source added since carries
-its own fields only in its own collections' answers, so adding one changes no other source's."""
+"""The fields every status, summary, plan, follower plan and manifest has carried since before sources were objects
+(``None`` where they are not the collection's source's): their consumers read them as they always did. A source added
+since carries its own fields only in its own collections' answers, so adding one changes no other source's."""
 
 
 def sections(keys: str, own: str | None, fields: JsonDict) -> JsonDict:

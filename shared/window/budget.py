@@ -26,6 +26,14 @@ the window (``BudgetHost``): the lane transitions, and the source's lanes for wh
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
 * Every operation carries the collection's token (``shared.budget.token``) from the orchestration input.
+* **The tenant's daily Graph quota.** Before every query it submits (its first, and any again: a phase its source's
+  ``SourceLanes.submits`` names, Graph's submit; the budget keeps a quota only for a source with one) a lane takes a
+  submission credit with the ``acquire`` that gives it its slot (``submit``: a number unique in the collection, so a
+  re-sent ``acquire`` takes it once); a slot it holds already is renewed by the same call. A lane whose next call
+  submits never takes a slot handed on without asking. When the tenant's allowance is spent the answer says until
+  when (``quotaUntil``): the lane gives its slot back and waits on a durable timer until then ("waiting for the
+  tenant's daily Graph quota until <time>" in the custom status), then asks again; like a queued lane it is the
+  collection's one waiter. Never a loop, never an error that fails the chunk.
 
 With a budget of 0 (``RunOptions.budget_capacity``, also what an input written before the budget reads as) none of
 this runs: lanes start in their first server-side phase and nothing is sent to the entity.
@@ -37,6 +45,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from shared.budget.quota import wait_until
 from shared.budget.wire import BudgetOptions, BudgetRequest, holder_id
 from shared.models import ActivityError, JsonDict, iso, parse_iso
 from shared.requests.collection_spec import CollectionSpec
@@ -55,6 +64,9 @@ from shared.window.state import (
     Wait,
     later,
 )
+
+QUOTA_WAIT = "waiting for the tenant's daily Graph quota"
+"""The budget state while a lane waits for the quota (followed by " until <time>")."""
 
 
 class BudgetHost(Protocol):
@@ -131,7 +143,7 @@ class LaneBudget:
         """A new lane's first step: the slot of a lane that just ended when nobody waits for it, else ``acquire``
         (with that slot's release folded in)."""
         spare = self.spares.pop(0) if self.spares else None
-        if spare is not None and self._may_hand_on(spare):
+        if spare is not None and self._may_hand_on(spare) and not self.wants_credit(lane):
             lane.slot, lane.holds_slot = spare, True
             spare.since = self.window.now
             return [self.window.call(lane)]
@@ -180,6 +192,26 @@ class LaneBudget:
         pages, lane.slot.pages_free = not lane.slot.pages_free, False
         return iso(deadline), pages
 
+    def wants_credit(self, lane: Lane) -> bool:
+        """The lane's next server-side call submits a query that costs a credit of the tenant's daily quota (its
+        source says which phase does: Graph's submit) and it holds no credit for it."""
+        source = self.window.source
+        return self.options.keeps_quota and source.submits(source.resume_phase(lane)) and not lane.credited
+
+    def needs_credit(self, lane: Lane) -> bool:
+        """The lane is about to submit a query without a quota credit (its first, or a submission again)."""
+        return self.options.keeps_quota and self.window.source.submits(lane.phase) and not lane.credited
+
+    def ask_credit(self, lane: Lane) -> CallEntity:
+        """A credit (and the slot, renewed when held) in one ``acquire`` before the lane submits."""
+        lane.phase = BUDGET
+        lane.budget_waits = 0
+        return self.acquire(lane)
+
+    def spend_credit(self, lane: Lane) -> None:
+        """The lane's submit is issued: its credit is used (a submission again needs another)."""
+        lane.credited, lane.submission = False, 0
+
     def ask_again(self, lane: Lane) -> CallEntity:
         """The lane's slot is gone or its deadline passed: back to the queue with what it did so far."""
         lane.holds_slot = False
@@ -199,8 +231,20 @@ class LaneBudget:
             return window.error(lane, ActivityError("budget_unavailable", "the tenant budget entity did not answer"))
         self._learn(answer)
         granted = bool(answer.get("granted"))
+        quota_until = answer.get("quotaUntil") if not granted else None
+        if isinstance(quota_until, str):  # the daily quota is spent: the entity took its slot back, no loss
+            lane.holds_slot = False
+            if lane.slot is not None:
+                lane.slot.grant = None
+            lane.quota_until = parse_iso(quota_until)
+            window.state.quota_waits += 1
         self._count_loss(lane, answer)
         if granted:
+            lane.quota_until = None
+            # its credit: the entity says so, or keeps no quota (it then counts nothing, and the lane must not ask
+            # again for ever); an acquire that carried no submission takes none
+            credit = answer.get("credit") == lane.submission or "quota" not in answer
+            lane.credited = lane.credited or (lane.submission > 0 and credit)
             until = answer.get("leaseUntil")
             grant = answer.get("grant")
             lane.slot = Slot(
@@ -221,6 +265,9 @@ class LaneBudget:
         queued = self.queued()
         if queued is not None and queued is not lane and not window.source.has_progress(lane):
             return window.conclude(lane, ("unstarted", None))  # one lane per collection waits; this chunk waits
+        if lane.quota_until is not None:
+            margin, poll = self.options.margin_seconds, self.options.poll_seconds
+            return window.wait(lane, wait_until(lane.quota_until, window.now, margin, poll))
         return window.wait(lane, later(window.now, self.options.poll_seconds))
 
     def slot_expired(self, lane: Lane, error: ActivityError) -> list[Step]:
@@ -244,6 +291,9 @@ class LaneBudget:
         lane.slot.grant = None
 
     def _learn(self, answer: JsonDict) -> None:
+        quota = answer.get("quota")
+        if isinstance(quota, dict):
+            self.window.state.budget_quota = dict(quota)
         if all(isinstance(answer.get(key), int) for key in ("capacity", "held", "waiting")):
             state = self.window.state
             self.free_slots = int(answer["capacity"]) - int(answer["held"]) - int(answer["waiting"])
@@ -279,7 +329,8 @@ class LaneBudget:
         while self.spares:
             spare = self.spares.pop(0)
             queued = self.queued()
-            if queued is not None and queued.issued_at is None and not queued.parked and not switching:
+            # a queued lane asks again at once; one waiting for the quota does not (a slot does not end its wait)
+            if queued is not None and queued.quota_until is None and _may_ask_now(queued, switching):
                 steps += [Cancel(queued.id), self.acquire(queued, release=spare)]
             else:
                 steps.append(self._release_signal(holder_id(self.window.spec.collection_id, spare.holder)))
@@ -345,7 +396,12 @@ class LaneBudget:
     def acquire(self, lane: Lane, release: Slot | None = None) -> CallEntity:
         lane.issued_at = self.window.now
         released = holder_id(self.window.spec.collection_id, release.holder) if release is not None else ""
-        request = self.options.acquire(self._holder(lane), token=self.token, release=released)
+        wants_credit = self.wants_credit(lane)
+        if wants_credit and not lane.submission:  # a number of its own, kept until it is granted
+            self.window.state.submissions += 1
+            lane.submission = self.window.state.submissions
+        submit = lane.submission if wants_credit else 0
+        request = self.options.acquire(self._holder(lane), token=self.token, release=released, submit=submit)
         return CallEntity(lane.id, "acquire", request.to_json())
 
     def status(self) -> JsonDict | None:
@@ -358,7 +414,7 @@ class LaneBudget:
         held = sum(1 for lane in lanes if lane.holds_slot)
         asking = sum(1 for lane in lanes if lane.phase == BUDGET)
         state = self.window.state
-        return {
+        status: JsonDict = {
             "capacity": self.options.capacity,
             "held": held,
             "asking": asking,
@@ -366,3 +422,19 @@ class LaneBudget:
             "waits": state.budget_waits,
             "lost": state.budget_lost,
         }
+        if self.options.keeps_quota:
+            waits = [lane.quota_until for lane in lanes if lane.phase == BUDGET and lane.quota_until]
+            until = min(waits) if waits else None
+            if until is not None:
+                status["state"] = f"{QUOTA_WAIT} until {iso(until)}"
+            status["quota"] = {
+                **(state.budget_quota or {"allowed": self.options.quota}),
+                "waitingUntil": iso(until) if until else None,
+                "waits": state.quota_waits,
+                "submissions": state.submissions,
+            }
+        return status
+
+
+def _may_ask_now(lane: Lane, switching: bool) -> bool:
+    return lane.issued_at is None and not lane.parked and not switching

@@ -80,6 +80,11 @@ class SourceLanes(Protocol):
         """Whether a call of this phase does server-side work under the lane's budget slot."""
         ...
 
+    def submits(self, phase: str) -> bool:
+        """Whether a call of this phase submits a query that costs a credit of the tenant's daily quota (Graph's
+        submit), taken from the tenant budget before it is made when the budget keeps a quota."""
+        ...
+
     def has_progress(self, lane: Lane) -> bool:
         """The lane did server-side work it would lose by giving its chunk back (a query, a session cursor)."""
         ...

@@ -343,8 +343,12 @@ class CollectionWindow:
         """The lane's next call: the budget's when it must ask for a slot, else its source's activity."""
         if lane.phase == BUDGET:
             return self.budget.acquire(lane)
+        if self.budget.needs_credit(lane):  # a query is submitted only with a credit of the tenant's daily quota
+            return self.budget.ask_credit(lane)
         if self.budget.needs_slot(lane):  # its slot is gone or its deadline passed: ask again before calling
             return self.budget.ask_again(lane)
+        if self.source.submits(lane.phase):
+            self.budget.spend_credit(lane)
         if lane.attempts == 0 or lane.step_failures > 0:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
             # Polls and the submit → collect hand-over belong to the same attempt.

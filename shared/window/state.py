@@ -153,6 +153,13 @@ class Lane:
     """Graph: queries of this chunk given up on (failed, vanished, unfinished past the limit) and submitted again."""
     throttled: int = field(default=0, metadata=_json("throttled", _same, _number(int, 0)))
     """Steps of this chunk answered 429 to the end of their HTTP retries: retried without spending an attempt."""
+    submission: int = field(default=0, metadata=_json("submission", _same, _number(int, 0)))
+    """Daily quota kept (Graph): the collection's number of the query submission the lane asks a credit for (0: none
+    asked), kept while it waits so that an ``acquire`` sent again takes the credit once."""
+    credited: bool = field(default=False, metadata=_json("credited", _same, _number(bool, False)))
+    """The tenant budget granted the credit of ``submission``: the lane's next submit spends it."""
+    quota_until: datetime | None = field(default=None, metadata=_json("quotaUntil", _moment, _optional(parse_iso)))
+    """The lane waits for the tenant's daily Graph quota until then (its next ``acquire`` follows a timer)."""
     issued_at: datetime | None = field(default=None)
     """When the lane's activity in flight was issued (not carried: no activity is in flight across executions)."""
     extra: JsonDict = field(default_factory=dict)
@@ -233,6 +240,9 @@ _CARRIED_KEYS = frozenset(
         "budgetSeenAt",
         "budgetWaiting",
         "spareSlots",
+        "submissions",
+        "quotaWaits",
+        "budgetQuota",
     }
 )
 
@@ -284,6 +294,13 @@ class Carried:
     """Slots of lanes that ended and that no chunk took yet: settled when the window fills (handed on, folded into
     an ``acquire``, or released); while the window switches executions they are kept (and renewed) for the next
     execution's chunks instead of going back to the budget and being asked for again."""
+    submissions: int = 0
+    """Query submissions this collection asked credits of the tenant's daily quota for (the number of the latest:
+    each is unique)."""
+    quota_waits: int = 0
+    """Times a lane was told to wait for the tenant's daily Graph quota."""
+    budget_quota: JsonDict | None = None
+    """The tenant's daily Graph quota as the budget's latest answer said it (allowed, used, left, until)."""
     sections: JsonDict = field(default_factory=_fresh_sections)
     """The sources' own state, by JSON key, as JSON (a source's lanes read theirs when the window is built and write
     it back before a switch): ``SECTIONS_BEFORE_SOURCES`` and whatever key a source adds. Keys this version does not
@@ -313,6 +330,9 @@ class Carried:
             "budgetSeenAt": iso(self.budget_seen_at) if self.budget_seen_at else None,
             "budgetWaiting": self.budget_waiting,
             "spareSlots": [slot.to_json() for slot in self.spares],
+            "submissions": self.submissions,
+            "quotaWaits": self.quota_waits,
+            "budgetQuota": dict(self.budget_quota) if self.budget_quota else None,
         }
 
     @classmethod
@@ -343,6 +363,9 @@ class Carried:
             budget_seen_at=parse_iso(data["budgetSeenAt"]) if data.get("budgetSeenAt") else None,
             budget_waiting=int(data.get("budgetWaiting", 0)),
             spares=[Slot.from_json(slot) for slot in data.get("spareSlots") or []],
+            submissions=int(data.get("submissions", 0)),
+            quota_waits=int(data.get("quotaWaits", 0)),
+            budget_quota=dict(data["budgetQuota"]) if data.get("budgetQuota") else None,
             sections=sections,
         )
 

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from shared import names
-from shared.budget.machine import Budget
+from shared.budget.machine import Budget, Limits
 from shared.budget.wire import BudgetRequest
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary, JsonDict, iso
 from shared.timeline.planning import ChunkPlan
@@ -160,12 +160,15 @@ class Scenario:
     seed: int = 0
     failure_rate: float = 0.1
     options: dict[str, Any] = field(default_factory=dict)
+    quota: int = 0
+    """The tenant's daily Graph submissions the budget keeps (0: none): lanes take a credit before each submit."""
 
     def spec(self, index: int) -> CollectionSpec:
         options = RunOptions(
             max_concurrency=self.k,
             chunks_per_execution=self.m,
             budget_capacity=self.b,
+            budget_quota=self.quota,
             budget_lease_seconds=30.0,
             budget_poll_seconds=2.0,
             poll_interval_seconds=3.0,
@@ -211,7 +214,8 @@ class Simulation:
             self.take(c, c.window.resume() + c.window.fill())
 
     def entity(self, operation: str, data: JsonDict) -> JsonDict:
-        return self.budget.handle(BudgetRequest.parse(operation, data), self.now, self.scenario.b)
+        limits = Limits(self.scenario.b, quota=self.scenario.quota)
+        return self.budget.handle(BudgetRequest.parse(operation, data), self.now, limits)
 
     def take(self, c: Running, steps: list[Step]) -> None:
         self.trace.append([c.spec.collection_id, [_step(s) for s in steps]])
@@ -314,6 +318,10 @@ SCENARIOS = [
     Scenario("exchange-budget-high", "exchange", n=8, b=3, seed=11, options={"high_completeness": True}),
     Scenario("graph-failing", "graph", n=8, seed=12, failure_rate=0.45),
     Scenario("exchange-failing", "exchange", n=8, m=2, b=1, seed=13, failure_rate=0.45),
+    # the tenant's daily Graph quota (main's issue 25 item 6): credits on acquire, waits for the quota on a timer
+    Scenario("graph-quota", "graph", n=10, k=3, m=4, b=2, collections=2, seed=14, quota=6),
+    Scenario("graph-quota-failing", "graph", n=8, k=2, m=3, b=2, seed=15, failure_rate=0.4, quota=4),
+    Scenario("exchange-quota-ignored", "exchange", n=6, k=2, b=2, seed=16, quota=4),
 ]
 
 

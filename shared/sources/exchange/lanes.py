@@ -50,6 +50,9 @@ class ExchangeLanes:
     def uses_slot(self, phase: str) -> bool:
         return phase == COLLECT
 
+    def submits(self, phase: str) -> bool:
+        return False  # a search session submits no query: no daily quota
+
     def has_progress(self, lane: Lane) -> bool:
         return lane.cursor is not None
 

@@ -42,6 +42,9 @@ class FeedLanes:
     def uses_slot(self, phase: str) -> bool:
         return phase == READ
 
+    def submits(self, phase: str) -> bool:
+        return False  # the feed has no daily submission quota (2,000 requests a minute)
+
     def has_progress(self, lane: Lane) -> bool:
         return lane.cursor is not None
 

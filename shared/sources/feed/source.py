@@ -76,7 +76,17 @@ class FeedSource(SourceDefaults):
     def lanes(self, spec: CollectionSpec, state: Carried) -> FeedLanes:
         return FeedLanes(spec, state)
 
-    def plan(self, *, chunks: int, settings: Settings, ranges: Sequence[Chunk], now: datetime) -> SourcePlan:
+    def plan(
+        self,
+        *,
+        chunks: int,
+        settings: Settings,
+        ranges: Sequence[Chunk],
+        now: datetime,
+        interval_minutes: int | None = None,
+        quota: JsonDict | None = None,
+        settle: bool = False,
+    ) -> SourcePlan:
         """Which content types each chunk lists, and how long after its window's end it reads publications; a range
         whose late publications are not all in yet says so."""
         lag = timedelta(hours=settings.feed_lag_hours)

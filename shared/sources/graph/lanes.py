@@ -58,6 +58,9 @@ class GraphLanes:
     def uses_slot(self, phase: str) -> bool:
         return phase in (SUBMIT, POLL)  # a DELETE ends a query: it needs no slot
 
+    def submits(self, phase: str) -> bool:
+        return phase == SUBMIT  # each submission takes a credit of the tenant's daily quota
+
     def has_progress(self, lane: Lane) -> bool:
         return lane.query_id is not None
 

@@ -13,8 +13,8 @@ from shared.requests.collection_spec import CollectionSpec
 from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
 from shared.sources.base import SourceDefaults, SourcePlan
+from shared.sources.graph import submissions
 from shared.sources.graph.lanes import QUERIES, GraphLanes
-from shared.timeline.planning import smallest_interval_minutes
 from shared.window.state import Carried
 
 
@@ -49,24 +49,35 @@ class GraphSource(SourceDefaults):
     def lanes(self, spec: CollectionSpec, state: Carried) -> GraphLanes:
         return GraphLanes(spec, state)
 
-    def plan(self, *, chunks: int, settings: Settings, ranges: Sequence[Chunk], now: datetime) -> SourcePlan:
-        """A chunk is one audit query submitted to the tenant (a split adds two more). Microsoft documents no daily
-        limit for the audit query API, but community guides quote "at least 200 query submissions a day" per tenant
-        (``COLLECTOR_GRAPH_DAILY_QUERIES``): a plan above it is answered with a warning and the interval that fits."""
-        warnings: list[str] = []
-        quota = settings.graph_daily_queries
-        if chunks > quota:
-            hint = ""
-            if len(ranges) == 1:
-                fitting = smallest_interval_minutes(ranges[0].start, ranges[0].end, quota)
-                if fitting <= settings.max_interval_minutes:
-                    hint = f"; intervalMinutes >= {fitting} plans at most {quota}"
-            warnings.append(
-                f"this plan submits {chunks} Graph audit queries (more if windows split), above the {quota} a day a "
-                "tenant is assumed to accept (COLLECTOR_GRAPH_DAILY_QUERIES; community-quoted, not documented): "
-                f"expect throttling or queries refused until the next day{hint}"
-            )
-        return SourcePlan({"graphQueries": chunks, "dailyQueryQuota": quota}, tuple(warnings))
+    def plan(
+        self,
+        *,
+        chunks: int,
+        settings: Settings,
+        ranges: Sequence[Chunk],
+        now: datetime,
+        interval_minutes: int | None = None,
+        quota: JsonDict | None = None,
+        settle: bool = False,
+    ) -> SourcePlan:
+        """A chunk is one audit query submitted to the tenant (a split adds two more, a settle pass one per window it
+        reads again): the submissions against the tenant's daily quota (``shared.sources.graph.submissions``), with a
+        warning when the plan will wait for it."""
+        reread = submissions.rereads(ranges, interval_minutes, now) if settle else 0
+        planned = submissions.submissions(chunks + reread, reread, settings, quota)
+        warnings = (submissions.quota_warning(planned, ranges, settings),) if planned["waits"] else ()
+        fields = {"graphQueries": chunks, "dailyQueryQuota": settings.graph_daily_queries, "submissions": planned}
+        return SourcePlan(fields, warnings)
+
+    def follow_default(self, settings: Settings) -> int:
+        return submissions.follow_default(settings)
+
+    def follow_refusal(self, settings: Settings, interval_minutes: int) -> str | None:
+        return submissions.follow_refusal(settings, interval_minutes)
+
+    def follow_plan(self, settings: Settings, interval_minutes: int, quota: JsonDict | None) -> SourcePlan:
+        fields, warnings = submissions.follow_plan(settings, interval_minutes, quota)
+        return SourcePlan(fields, tuple(warnings))
 
     def manifest(self, payload: JsonDict) -> JsonDict:
         """Which filters each returned record was checked against (trimmed ones are ``filteredOut``) and which were
