@@ -63,8 +63,8 @@ from bench.orchestration_cpu import cpu_seconds
 from bench.window_busy import parse_app
 from durable_local.clock import OffsetFileClock
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
-from tests.support.hosted_profile import GUARDED
 from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, TERMINAL, Host, body, serve
+from tests.support.hosted_profile import GUARDED
 
 PROBE = Path(__file__).resolve().parent / "engine_probe"
 DEPLOYED = {
