@@ -24,7 +24,10 @@ prints each variant's median):
 * ``stdlib``: ``new`` with the ``orjson`` and ``msgspec`` imports blocked, so the record path uses the standard
   library's ``json`` (what a worker without the wheels would do; it must write the same bytes);
 * ``serial``: as ``new``, but each page is fetched only after the one before is written (the writer's prefetching
-  replaced by a plain loop in this process only), to show what overlapping fetch and processing gives.
+  replaced by a plain loop in this process only), to show what overlapping fetch and processing gives;
+* ``decoded`` (Exchange): as ``new``, but each row's ``AuditData`` decoded whole and written again (keys sorted) as
+  the collector did before, instead of its text written as the service sent it: the two options for the one field
+  Exchange sends as a string, side by side.
 
 Printed per variant: records written (and the emulator's ground truth, which they must equal), wall seconds from the
 first page request to the summary, records/s, the collector's CPU µs per record (user + system of the collector
@@ -61,7 +64,7 @@ SECRET = "bench-secret-value"
 START = datetime(2024, 6, 1, tzinfo=UTC)
 HOURS = 10
 ROOT = str(Path(__file__).resolve().parents[1])
-VARIANTS = ("floor", "new", "old", "stdlib", "serial")
+VARIANTS = ("floor", "new", "old", "stdlib", "serial", "decoded")
 
 
 def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
@@ -78,7 +81,20 @@ def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
     config = EmulatorConfig(
         tenants=[TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=3, records_per_hour=records_per_hour)],
         graph=GraphSettings(completion_delay_seconds=0.0, record_count_limit=100_000_000),
-        exchange=ExchangeSettings(session_cap=10_000_000, max_concurrent_sessions=10),
+        # A service whose sessions continue and whose answers are true (the record path is measured here, not what
+        # the collector does when a session restarts or a first answer is false: bench/exchange_evidence.py).
+        exchange=ExchangeSettings(
+            session_cap=10_000_000,
+            max_concurrent_sessions=10,
+            result_count="total",
+            over_delivery=0.0,
+            session_mode="continue",
+            unsorted=False,
+            cancel_warning_rate=0.0,
+            transient_400_rate=0.0,
+            false_answer_rate=0.0,
+            page_size_mode="fixed",
+        ),
         faults=FaultConfig(broken_page_rate=0.0, slow_page_seconds=page_latency),
     )
     import psutil
@@ -111,6 +127,8 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
     import activities.chunk_writer
     from activities.chunk_writer import write_chunk
 
+    if variant == "decoded":
+        _decode_audit_data()
     if variant == "serial" and hasattr(activities.chunk_writer, "prefetched"):
 
         def in_turn(pages: Any, name: str = "") -> Any:
@@ -192,6 +210,28 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
     )
 
 
+def _decode_audit_data() -> None:
+    """Exchange rows normalised whole, ``AuditData`` decoded and encoded again (the ``decoded`` variant)."""
+    import shared.audit.exchange
+    from shared.audit import record_lines
+    from shared.audit.ports import MalformedRecord
+    from shared.records.raw_page import RawPage
+
+    def decoded_page(rows: Any) -> Any:
+        lines, ids, times, malformed = [], [], [], []
+        for row in rows:
+            found = record_lines._normalised_row(row)
+            if isinstance(found, MalformedRecord):
+                malformed.append(found)
+            else:
+                lines.append(found[0])
+                ids.append(found[1])
+                times.append(found[2])
+        return RawPage(lines, ids, times, malformed)
+
+    shared.audit.exchange.exchange_page = decoded_page  # type: ignore[attr-defined]
+
+
 def _floor_pages(graph: Any, query_id: str) -> Any:
     """The floor's pages: each records page read by the adapter's own HTTP client and split into its records' bytes,
     as JSONL (see the module docstring); nothing else is read or checked."""
@@ -254,11 +294,14 @@ def _run_variant(variant: str, args: argparse.Namespace, urls: dict[str, Any], s
     root = str(Path(args.old).resolve()) if variant == "old" else ROOT
     worker = ctx.Process(target=_collect, args=(child, variant, args.source, urls, args.records * 2, root), daemon=True)
     worker.start()
-    if parent.recv() != "ready":
+    if not parent.poll(600) or parent.recv() != "ready":
         raise SystemExit(f"{variant}: the collector process did not start")
     server.send("cpu")
     emu_cpu0 = server.recv()
     parent.send("go")
+    while not parent.poll(5):
+        if not worker.is_alive():
+            raise SystemExit(f"{variant}: the collector process died (its error is above)")
     result: dict[str, Any] = parent.recv()
     server.send("cpu")
     result["emulator_cpu"] = server.recv() - emu_cpu0
@@ -313,6 +356,8 @@ def main() -> int:
         parser.error("variant old needs --old PATH")
     if args.source != "graph" and "floor" in variants:
         variants.remove("floor")  # the floor is defined for Graph pages
+    if args.source == "graph" and "decoded" in variants:
+        variants.remove("decoded")  # Exchange's AuditData only
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
         os.environ.pop(name, None)
 
@@ -359,8 +404,11 @@ def main() -> int:
                 print(f"{variant + ' / floor':<16} {cpu[variant] / cpu['floor']:.2f}x CPU per row")
     if "old" in cpu and "new" in cpu:
         print(f"{'old / new':<16} {cpu['old'] / cpu['new']:.2f}x CPU per row")
-    collected = {v: {r["sha256"] for r in rs} for v, rs in runs.items() if v not in ("floor", "old")}
-    print(f"same output bytes        {len(set().union(*collected.values())) == 1} ({', '.join(collected)})")
+    for group in (("new", "stdlib", "serial"), ("decoded", "old")):  # the same format: the same bytes
+        hashes = {v: {r["sha256"] for r in runs[v]} for v in group if v in runs}
+        if len(hashes) > 1 or any(len(h) > 1 for h in hashes.values()):
+            same = len(set().union(*hashes.values())) == 1
+            print(f"same output bytes        {same} ({' = '.join(hashes)})")
     plain, compact = _id_set_bytes(args.id_set)
     print(f"id set per record        set of str {plain:,.0f} B   Deduplicator {compact:,.0f} B   ({args.id_set:,} ids)")
     print(f"exact (records == truth) {exact}")

@@ -22,8 +22,9 @@ from urllib.parse import quote, urlsplit
 from shared.audit.auth import GRAPH_SCOPE, TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig
 from shared.audit.http import ApiIdentity, http_client_for
-from shared.audit.normalise import graph_item, graph_page, graph_record_page, page_of
+from shared.audit.normalise import graph_item, page_of
 from shared.audit.ports import AuditFilters, DeleteOutcome, QueryState, QueryStatus, RecordPage, TimeWindow
+from shared.audit.record_lines import graph_page, graph_record_page
 from shared.errors import CollectorError, PermanentApiError, QueryFailedError
 from shared.records.json_codec import JsonDecodeError
 from shared.records.json_codec import loads as json_loads

@@ -6,24 +6,20 @@ A record that cannot be trusted (no id, no time, ``auditData`` that does not par
 Each record's time is parsed once, here: the page carries the parsed moments beside the records
 (``RecordPage.times``) for the writer's trim. An ``auditData`` string is decoded once, by ``shared.records.json_codec``.
 
-A Graph page is not decoded at all where its records are already in the shape the output promises
-(:func:`graph_page`): each record's bytes are kept as the service sent them, with only the id, the time and what kind
-of value ``auditData`` is read. A record that is not in that shape is decoded and normalised here as before.
+Records on the chunk writer's path are not normalised here but in ``shared.audit.record_lines`` (their bytes kept as
+the service sent them where they are in the promised shape); what it cannot pass through comes back here.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, TypeAlias
 
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage
-from shared.records.json_codec import JsonDecodeError, JsonEncodeError, dump_line
+from shared.records.json_codec import JsonDecodeError
 from shared.records.json_codec import loads as json_loads
-from shared.records.raw_json import Heads, Item, Projection
-from shared.records.raw_page import RawPage
 from shared.records.rules import canonical_time
 
 Normalised: TypeAlias = tuple[AuditRecord, datetime] | MalformedRecord
@@ -148,10 +144,9 @@ def exchange_item(row: Any) -> Normalised:
     if not isinstance(row, dict):
         return MalformedRecord(raw=raw_text(row), reason="row is not a JSON object")
 
-    def malformed(reason: str, data: dict[str, Any] | None = None) -> MalformedRecord:
+    def malformed(reason: str) -> MalformedRecord:
         # The row's own columns (Identity, CreationDate) survive a broken AuditData string.
-        record_id = _readable_id((data or {}).get("Id")) or _readable_id(row.get("Identity"))
-        created = _readable_time((data or {}).get("CreationTime")) or _readable_time(row.get("CreationDate"))
+        record_id, created = _readable_id(row.get("Identity")), _readable_time(row.get("CreationDate"))
         return MalformedRecord(raw_text(row), reason, record_id, created)
 
     text = row.get("AuditData")
@@ -166,12 +161,25 @@ def exchange_item(row: Any) -> Normalised:
         return malformed("row has no AuditData")
     if not isinstance(data, dict):
         return malformed("AuditData is not a JSON object")
+    return exchange_record(row, data)
+
+
+def exchange_record(row: dict[str, Any], data: dict[str, Any]) -> Normalised:
+    """The Graph-shaped record of a row whose ``AuditData`` decoded to ``data`` (only the members named in
+    :data:`EXCHANGE_FIELDS` are read; ``data`` is the record's ``auditData``), or its quarantine entry."""
+
+    def malformed(reason: str) -> MalformedRecord:
+        # The row's own columns (Identity, CreationDate) survive where AuditData lacks them.
+        record_id = _readable_id(data.get("Id")) or _readable_id(row.get("Identity"))
+        created = _readable_time(data.get("CreationTime")) or _readable_time(row.get("CreationDate"))
+        return MalformedRecord(raw_text(row), reason, record_id, created)
+
     record_id = data.get("Id") or row.get("Identity")
     if not isinstance(record_id, str) or not record_id.strip():
-        return malformed("AuditData has no Id", data)
+        return malformed("AuditData has no Id")
     created = _time(data.get("CreationTime")) or _time(row.get("CreationDate"))
     if created is None:
-        return malformed(f"record {record_id} has no valid CreationTime", data)
+        return malformed(f"record {record_id} has no valid CreationTime")
     row_type = row.get("RecordType")
     record_type = _camel(row_type) if isinstance(row_type, str) and row_type else str(data.get("RecordType", ""))
     user = data.get("UserId") or row.get("UserIds")
@@ -192,6 +200,22 @@ def exchange_item(row: Any) -> Normalised:
         "auditData": data,
     }
     return record, created[1]
+
+
+EXCHANGE_FIELDS = (
+    "Id",
+    "CreationTime",
+    "RecordType",
+    "Operation",
+    "OrganizationId",
+    "UserType",
+    "UserId",
+    "Workload",
+    "ObjectId",
+    "ClientIP",
+    "ClientIPAddress",
+)
+"""Every ``AuditData`` member :func:`exchange_record` reads."""
 
 
 def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:
@@ -221,130 +245,3 @@ def page_of(items: Iterable[Any], normalise: Callable[[Any], Normalised | AuditR
             records.append(result)
             times = None
     return RecordPage(records, malformed, times)
-
-
-_RFC3339 = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})"
-_WRITTEN_TIME = re.compile(_RFC3339).fullmatch
-"""A ``createdDateTime`` written as the service sent it: an RFC 3339 date-time with its offset (Graph writes 'Z')."""
-_WRITTEN_TIMES = re.compile(f"(?:{_RFC3339}\n)*").fullmatch
-_SEPARATORS = ((4, "-"), (7, "-"), (10, "T"), (13, ":"), (16, ":"), (19, "Z"))
-_GRAPH_HEAD = Projection(("id", "createdDateTime"), kinds=("auditData",))
-_GRAPH_HEADS = Heads(("id", "createdDateTime"), ("auditData",))
-"""What :func:`graph_page` reads of a record: its id and time, and whether its ``auditData`` is an object."""
-
-
-def _graph_line(item: Item, *, multiline: bool) -> tuple[Item, str, datetime] | None:
-    """A Graph record that is written as the service sent it, with its id and time; None when it is not (it is then
-    decoded and normalised as before).
-
-    Such a record is a JSON object with a non-blank string ``id``, a ``createdDateTime`` in RFC 3339 with an offset
-    and an object ``auditData``, on one line. :func:`graph_page` judges a whole page by the same rules at once.
-    """
-    head = _GRAPH_HEAD.read(item)
-    if head is None:
-        return None
-    record_id, created, audit_data = head
-    if audit_data != "object" or not isinstance(record_id, str) or not record_id.strip():
-        return None
-    if not isinstance(created, str) or _WRITTEN_TIME(created) is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(created)
-    except ValueError:  # the form of a timestamp, not a real one (month 13)
-        return None
-    if multiline and (b"\n" in bytes(item) or b"\r" in bytes(item)):
-        return None  # whitespace that would break the JSONL line: written compact, normalised
-    return item, record_id, moment
-
-
-def _normalised_line(item: Item) -> tuple[bytes, str, datetime] | MalformedRecord:
-    """A record decoded and normalised as before (:func:`graph_item`), in the reference encoding (keys sorted)."""
-    try:
-        value = json_loads(bytes(item))
-    except JsonDecodeError as exc:
-        return MalformedRecord(raw_text(bytes(item).decode("utf-8", "replace")), f"record is not JSON: {exc.msg}")
-    result = graph_item(value)
-    if isinstance(result, MalformedRecord):
-        return result
-    record, moment = result
-    try:
-        line = dump_line(record)[:-1]
-    except JsonEncodeError as exc:  # a lone surrogate cannot be written as UTF-8
-        return MalformedRecord(raw_text(record), f"unusable record: {exc}", str(record["id"]), moment)
-    return line, str(record["id"]), moment
-
-
-def _written_times(texts: list[str]) -> bool:
-    """Whether every text is a ``createdDateTime`` written as sent (``_WRITTEN_TIME``), checked over the page at once:
-    for the form Graph writes (``2024-06-01T10:00:00Z``), by where its separators stand."""
-    count = len(texts)
-    if count and min(map(len, texts)) == max(map(len, texts)) == 20:
-        joined = "".join(texts)
-        if all(joined[at::20] == mark * count for at, mark in _SEPARATORS) and joined.isascii():
-            return True  # datetime.fromisoformat then reads the digits (and refuses anything else)
-    return _WRITTEN_TIMES("\n".join(texts) + "\n") is not None
-
-
-def _whole_page(items: Sequence[Item], body: bytes) -> RawPage | None:
-    """The page when every record in it is written as sent (read in one pass); None when any is not."""
-    columns = _GRAPH_HEADS.read(body, items)
-    if columns is None:
-        return None
-    ids, created = columns
-    if not all(map(str.strip, ids)) or not _written_times(created):
-        return None
-    try:
-        times = list(map(datetime.fromisoformat, created))
-    except ValueError:
-        return None
-    return RawPage(items, ids, times)
-
-
-def graph_page(items: Sequence[Item], *, body: bytes | None = None, multiline: bool = False) -> RawPage:
-    """One Graph ``records`` page from its items' raw bytes (``shared.records.raw_json.split_page``).
-
-    A record in the shape the output promises (see :func:`_graph_line`) is written as the service sent it; any other
-    is decoded and normalised by :func:`graph_item` and written as before (keys sorted); a malformed one is
-    quarantined with the same reason as before. ``body`` (the page the items were split from) lets a page whose
-    records are all in that shape be read in one pass; ``multiline``: the page holds line breaks.
-    """
-    if body is not None and not multiline:
-        whole = _whole_page(items, body)
-        if whole is not None:
-            return whole
-    lines: list[Item] = []
-    ids: list[str] = []
-    times: list[datetime] = []
-    malformed: list[MalformedRecord] = []
-    for item in items:
-        found = _graph_line(item, multiline=multiline) or _normalised_line(item)
-        if isinstance(found, MalformedRecord):
-            malformed.append(found)
-            continue
-        lines.append(found[0])
-        ids.append(found[1])
-        times.append(found[2])
-    return RawPage(lines, ids, times, malformed)
-
-
-def graph_record_page(body: dict[str, Any]) -> RawPage:
-    """A ``records`` page decoded whole (a body that is not UTF-8), each record normalised as before."""
-    items = body.get("value")
-    lines: list[Item] = []
-    ids: list[str] = []
-    times: list[datetime] = []
-    malformed: list[MalformedRecord] = []
-    for raw in items if isinstance(items, list) else []:
-        result = graph_item(raw)
-        if isinstance(result, MalformedRecord):
-            malformed.append(result)
-            continue
-        record, moment = result
-        try:
-            lines.append(dump_line(record)[:-1])
-        except JsonEncodeError as exc:
-            malformed.append(MalformedRecord(raw_text(record), f"unusable record: {exc}", str(record["id"]), moment))
-            continue
-        ids.append(str(record["id"]))
-        times.append(moment)
-    return RawPage(lines, ids, times, malformed)

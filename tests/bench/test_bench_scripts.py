@@ -23,7 +23,7 @@ CASES = [
     (["audit_stream_memory.py", "--records", "3000"], "ratio end / 2,000"),
     (
         ["record_path.py", "--records", "3000", "--id-set", "2000", "--variants", "floor", "new", "stdlib"],
-        "same output bytes        True",
+        "same output bytes        True (new = stdlib)",
     ),
     (
         ["record_path.py", "--source", "exchange", "--records", "2000", "--id-set", "100"],
