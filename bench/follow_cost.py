@@ -12,7 +12,9 @@ passed. Per simulated hour it prints:
   history events written by the passes (rows of the passes' instances in the SQLite store) plus the follower's
   own (its current execution's rows, one cycle's, times the cycles),
 * host CPU seconds (user + system of the host process, ``psutil``; the emulator runs in this process),
-* records read (first reads and re-reads) and the wall time the host took per simulated hour.
+* records read (first reads and re-reads) and the wall time the host took per simulated hour,
+* the follower's ``cycles`` and ``passes`` counters: a wake is one cycle (an execution that waits for its wake, runs
+  the passes due, one per UTC day with work, and continues as new), so four wakes an hour are four cycles.
 
 The tenant holds ``rate`` records per hour in the hours the measured cycles read (the new hours, and the same hours a
 day earlier, which they read again); the other hours of the catch-up before them hold a hundredth of it, so setting
@@ -38,9 +40,10 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.quota import NO_DAILY_QUOTA, lift
 from durable_local.clock import OffsetFileClock
 from m365_emulator import AppRegistration, BurstWindow, EmulatorConfig, TenantSpec, run_emulator
-from shared.models import iso
+from shared.models import iso, parse_iso
 from tests.e2e.harness import CLIENT, SECRET, TENANT, Host, serve
 
 STEP = timedelta(minutes=15)
@@ -59,11 +62,17 @@ def frontier(start: datetime, now: datetime) -> datetime:
 
 
 def idle(host: Host, follow: str, covered: datetime, limit: float = 1800.0) -> dict[str, Any]:
+    """Wait until the follower covers at least up to ``covered`` and waits for its next wake.
+
+    At least, not exactly: the moved clock is the wall clock plus an offset, so real time runs on while the follower
+    works, and a window boundary that passes meanwhile lets the follower (waking at it) cover one window more. A wait
+    for the covered end to *equal* a frontier computed before would then never end."""
     deadline = time.monotonic() + limit
     found: dict[str, Any] = {}
     while time.monotonic() < deadline:
         found = requests.get(f"{host.base}/api/follows/{follow}", timeout=60).json()
-        if found.get("covered", {}).get("end") == iso(covered) and found.get("running") is None:
+        end = found.get("covered", {}).get("end")
+        if end is not None and parse_iso(end) >= covered and found.get("running") is None:
             return found
         time.sleep(0.1)
     raise SystemExit(f"the follower never caught up to {iso(covered)}: {found}\n{host.log_tail()}")
@@ -100,7 +109,7 @@ def run_rate(rate: float, hours: int) -> dict[str, float]:
             (measured[1] - timedelta(days=1), measured[0]),
         ]
         bursts = tuple(BurstWindow(a.replace(minute=0), b.replace(minute=0), 0.01) for a, b in quiet if b > a)
-        config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=rate, bursts=bursts)])
+        config = lift(EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=rate, bursts=bursts)]))
         config.graph.completion_delay_seconds = 0.05
         config.graph.concurrency_retry_after_seconds = 0
         config.faults.broken_page_rate = 0.0
@@ -108,7 +117,11 @@ def run_rate(rate: float, hours: int) -> dict[str, float]:
         with run_emulator(config, clock=clock.now) as emulator:
             emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
             with serve(
-                emulator, work, {"COLLECTOR_CHUNKS_PER_EXECUTION": ""}, clock_file=clock.path, store=str(store)
+                emulator,
+                work,
+                {**NO_DAILY_QUOTA, "COLLECTOR_CHUNKS_PER_EXECUTION": ""},
+                clock_file=clock.path,
+                store=str(store),
             ) as host:
                 body = {
                     "tenantId": TENANT,
@@ -125,12 +138,14 @@ def run_rate(rate: float, hours: int) -> dict[str, float]:
                 idle(host, follow, frontier(start, clock.now()))
                 first_window = frontier(start, clock.now())
                 before = snapshot(host, emulator, store, follow)
-                cycles_before = requests.get(f"{host.base}/api/follows/{follow}", timeout=60).json()["cycles"]
+                counted = requests.get(f"{host.base}/api/follows/{follow}", timeout=60).json()
                 for _ in range(hours * 4):
                     clock.advance(STEP)
                     idle(host, follow, frontier(start, clock.now()))
                 after = snapshot(host, emulator, store, follow)
-                cycles = requests.get(f"{host.base}/api/follows/{follow}", timeout=60).json()["cycles"] - cycles_before
+                summary = requests.get(f"{host.base}/api/follows/{follow}", timeout=60).json()
+                cycles = summary["cycles"] - counted["cycles"]
+                passes = summary["passes"] - counted["passes"]
                 last_window = frontier(start, clock.now())
             first_reads = len(emulator.ground_truth_ids(TENANT, first_window, last_window))
             rereads = len(
@@ -141,6 +156,7 @@ def run_rate(rate: float, hours: int) -> dict[str, float]:
     per["events"] = per["pass_events"] + per["follower_events"]
     per["records"] = (first_reads + rereads) / hours
     per["cycles"] = cycles / hours
+    per["passes"] = passes / hours
     return per
 
 
@@ -155,6 +171,7 @@ def main() -> None:
         "records/h",
         "records read",
         "cycles",
+        "passes",
         "API calls",
         "activities",
         "episodes",
@@ -167,6 +184,7 @@ def main() -> None:
         row = [
             per["records"],
             per["cycles"],
+            per["passes"],
             per["calls"],
             per["activities"],
             per["episodes"],

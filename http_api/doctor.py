@@ -24,7 +24,7 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api.budget_slots import BudgetToken, Slot, no_token, run_holding
+from http_api.budget_slots import BudgetToken, Slot, no_token, quota_refusal, run_holding
 from http_api.common import ApiResponse, DurableClient, json_answer
 from http_api.tenants import guid_or_error, resolver_for
 from shared.budget.wire import collection_of
@@ -87,6 +87,8 @@ async def doctor_response(
     try:
         for slot in slots:
             if not await slot.acquire(timeout / 2 - (time.monotonic() - began)):
+                if slot.quota_until:
+                    return DoctorResponse(503, quota_refusal(slot, slots))
                 busy = {
                     "error": {
                         "field": "tenantId",

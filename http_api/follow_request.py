@@ -3,8 +3,9 @@
 The same rules as a collection request wherever a field is the same (tenant, source, filters, K, characters,
 ``highCompleteness``: ``shared.requests.validation``), plus the follower's own: ``startDate`` (optional: by default
 coverage starts at the newest window that has closed the usual delay ago), ``intervalMinutes`` (the window size; it must
-divide a day, so no window crosses midnight and each day's windows form one collection) and ``everyMinutes`` (how often
-it wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started before this
+divide a day, so no window crosses midnight and each day's windows form one collection; a Graph follower's windows
+must fit the tenant's daily Graph quota: ``http_api.plan_report.follow_refusal``) and ``everyMinutes`` (how often it
+wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started before this
 passed.
 """
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from http_api.plan_report import follow_default, follow_refusal
 from shared.audit.ports import AuditFilters
 from shared.follow.state import FollowSpec, follow_id
 from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
@@ -137,7 +139,7 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
         raise InvalidRequest(
             "startDate", "retention", f"startDate is older than the {settings.retention_days}-day retention"
         )
-    interval = _whole_number(body, "intervalMinutes", settings.follow_every_minutes)
+    interval = _whole_number(body, "intervalMinutes", follow_default(settings, source))
     if not settings.min_interval_minutes <= interval <= MINUTES_PER_DAY or MINUTES_PER_DAY % interval:
         raise InvalidRequest(
             "intervalMinutes",
@@ -145,6 +147,9 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
             f"intervalMinutes must divide a day (1440 minutes) and be at least {settings.min_interval_minutes}, "
             "e.g. 15, 30, 60 or 240: each day's windows make one collection",
         )
+    refused = follow_refusal(settings, source, interval)
+    if refused is not None:
+        raise InvalidRequest("intervalMinutes", "daily_quota", refused)
     every = _whole_number(body, "everyMinutes", settings.follow_every_minutes)
     if not 1 <= every <= MINUTES_PER_DAY:
         raise InvalidRequest("everyMinutes", "range", "everyMinutes must be between 1 and 1440")

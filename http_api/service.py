@@ -17,7 +17,7 @@ from http_api.common import ACTIVE, ApiResponse, DurableClient, cancelled_reason
 from http_api.common import error as _error
 from http_api.common import json_field as _json_field
 from http_api.common import runtime_status as _runtime_status
-from http_api.plan_report import plan_report
+from http_api.plan_report import plan_report, tenant_quota
 from http_api.request_json import parse_request_json
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
@@ -107,6 +107,8 @@ async def start_collection(
         ranges=spec.ranges,
         interval_minutes=request.interval_minutes,
         interval_defaulted=request.interval_defaulted,
+        quota=await tenant_quota(client, guid, request.source, settings, now),
+        settle=request.settle,
     )
     try:
         await client.start_new(

@@ -21,6 +21,11 @@ class _Values:
     peak_in_flight: int = 0
     in_flight_at_start: list[int] = field(default_factory=list)
     episodes: int = 0
+    entity_episodes: int = 0
+    replayed_events: int = 0
+    entity_operations: int = 0
+    reused_events: int = 0
+    reused_actions: int = 0
     episode_seconds: float = 0.0
     replay_seconds: float = 0.0
     checkpoint_seconds: float = 0.0
@@ -61,12 +66,32 @@ class EngineCounters:
             now = self._v.in_flight
         self.emit("activity_finished", name=name, failed=failed, in_flight=now)
 
-    def episode(self, *, total: float, replay: float, checkpoint: float) -> None:
+    def episode(
+        self,
+        *,
+        total: float,
+        replay: float,
+        checkpoint: float,
+        entity: bool = False,
+        replayed_events: int = 0,
+        entity_operations: int = 0,
+        reused_events: int = 0,
+        reused_actions: int = 0,
+    ) -> None:
+        """One checkpointed episode: an entity batch of ``entity_operations``, or an orchestration episode that handed
+        the worker ``replayed_events`` past events (of which ``reused_events`` kept their JSON from the previous
+        episode, and ``reused_actions`` of its answer were not parsed again)."""
         with self._lock:
-            self._v.episodes += 1
-            self._v.episode_seconds += total
-            self._v.replay_seconds += replay
-            self._v.checkpoint_seconds += checkpoint
+            v = self._v
+            v.episodes += 1
+            v.episode_seconds += total
+            v.replay_seconds += replay
+            v.checkpoint_seconds += checkpoint
+            v.entity_episodes += int(entity)
+            v.replayed_events += replayed_events
+            v.entity_operations += entity_operations
+            v.reused_events += reused_events
+            v.reused_actions += reused_actions
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -82,6 +107,12 @@ class EngineCounters:
                 "activities_peak_in_flight": v.peak_in_flight,
                 "activities_in_flight_at_start": list(v.in_flight_at_start),
                 "episodes": v.episodes,
+                "orchestration_episodes": v.episodes - v.entity_episodes,
+                "entity_episodes": v.entity_episodes,
+                "replayed_events": v.replayed_events,
+                "entity_operations": v.entity_operations,
+                "reused_events": v.reused_events,
+                "reused_actions": v.reused_actions,
                 "episode_seconds": v.episode_seconds,
                 "replay_seconds": v.replay_seconds,
                 "checkpoint_seconds": v.checkpoint_seconds,

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from durable_local.dispatch.counters import EngineCounters
+from durable_local.dispatch.episode_caches import EpisodeCaches
 from durable_local.entities.batch import EntityBatchError
 from durable_local.entities.episode import auto_start_applies, run_entity_episode
 from durable_local.entities.ids import is_entity_instance
@@ -106,6 +107,8 @@ class OrchestrationDispatcher:
         self._faults = faults
         self._counters = counters
         self._on_checkpoint = on_checkpoint
+        self._caches = EpisodeCaches()
+        """What each instance's last episode here left for its next one (never for entities: no worker call)."""
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.busy = 0
@@ -292,8 +295,13 @@ class OrchestrationDispatcher:
         # replaying it terminates the instance, and as a past event it is never written (like DTFx, which
         # checkpoints only the runtime state's new events; its row number stays unused).
         replay_started = time.perf_counter()
-        episode = run_entity_episode if is_entity_instance(session.instance_id) else run_episode
-        result = episode(
+        entity = is_entity_instance(session.instance_id)
+        cache = None
+        if not entity:
+            cache = self._caches.take(
+                session.instance_id, etag=session.etag, execution_id=session.execution_id, history_length=len(past)
+            )
+        result = (run_entity_episode if entity else run_episode)(
             EpisodeInput(
                 instance_id=session.instance_id,
                 past_events=past,
@@ -302,6 +310,7 @@ class OrchestrationDispatcher:
                 registry=self._registry,
                 mode=self._settings.scheduling_mode,
                 settings=replay_settings(self._settings),
+                cache=cache,
             )
         )
         replay_seconds = time.perf_counter() - replay_started
@@ -319,6 +328,10 @@ class OrchestrationDispatcher:
             self._sessions.end_checkpoint()
         if not checkpointed:
             return
+        if result.cache is not None:
+            self._caches.keep(
+                session.instance_id, etag=session.etag, history_length=len(result.history), cache=result.cache
+            )
         for message, reason in result.discarded:
             self._counters.add("discarded_messages")
             self._faults.hit(CrashPoint.C13_STALE_GENERATION_DISCARDED, message=message, reason=reason)
@@ -326,6 +339,11 @@ class OrchestrationDispatcher:
             total=time.perf_counter() - started,
             replay=replay_seconds,
             checkpoint=time.perf_counter() - checkpoint_started,
+            entity=entity,
+            replayed_events=0 if entity else len(past),
+            entity_operations=result.entity_operations,
+            reused_events=result.reused_events,
+            reused_actions=result.reused_actions,
         )
         self._counters.emit(
             "episode_completed", instance_id=session.instance_id, status=result.status, execution_id=result.execution_id

@@ -111,6 +111,7 @@ def run_entity_episode(episode: EpisodeInput) -> EpisodeResult:
         name=str(next_start["Name"]),
         input=state_text,
         continued_as_new=True,
+        entity_operations=len(outcome.operations),
     )
 
 

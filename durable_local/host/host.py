@@ -37,6 +37,7 @@ from durable_local.host.loader import (
 )
 from durable_local.host.retries import RetryPolicy
 from durable_local.host.server import AppServer
+from durable_local.host.stats_route import STATS_PATH, stats_handler
 from durable_local.host.timers import FileStatusStore, MemoryStatusStore, StatusStore, TimerHost
 from durable_local.host.webhooks import DurableHttpApi
 from durable_local.model import FunctionRegistry, SchedulingMode
@@ -241,6 +242,7 @@ class LocalHost:
             admin=AdminFunctions(
                 self.app, self.keys, ManualRunners(timer=self._run_timer, activity=self._run_activity)
             ),
+            admin_routes={STATS_PATH: stats_handler(self._engine, self.keys)},
         )
         self._web_runner = web.AppRunner(server.build(), access_log=None, handle_signals=False)
         await self._web_runner.setup()

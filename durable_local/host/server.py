@@ -15,7 +15,7 @@ import functools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import unquote
@@ -33,6 +33,8 @@ from durable_local.host.webhooks import DurableHttpApi
 
 logger = logging.getLogger(__name__)
 
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
 
 class AppServer:
     """Builds the ``web.Application`` for one loaded app."""
@@ -49,6 +51,7 @@ class AppServer:
         rpc_base_url: Callable[[], str] | None = None,
         sync_workers: int = 16,
         admin: AdminFunctions | None = None,
+        admin_routes: Mapping[str, Handler] | None = None,
     ) -> None:
         self._app = app
         self._api = api
@@ -60,10 +63,14 @@ class AppServer:
         self._rpc_base_url = rpc_base_url or base_url
         self._pool = ThreadPoolExecutor(max_workers=sync_workers, thread_name_prefix="http-fn")
         self._admin = admin
+        self._admin_routes = dict(admin_routes or {})
+        """More of the host's own GET routes (e.g. ``stats_route``), matched before the app's."""
 
     def build(self) -> web.Application:
         application = web.Application(client_max_size=100 * 1024 * 1024)
         application.router.add_route("GET", "/admin/host/status", self._host_status)
+        for path, handler in self._admin_routes.items():
+            application.router.add_route("GET", path, handler)
         application.router.add_route("*", RPC_PATH + "/{token}/{tail:.*}", self._rpc)
         application.router.add_route("*", WEBHOOK_PATH + "/{tail:.*}", self._webhook)
         application.router.add_route("*", "/{tail:.*}", self._functions)

@@ -53,9 +53,9 @@ class RetryPolicy:
     retry_timeout_ms: float | None = None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Action:
-    """One ``AsyncAction`` of the worker's action list."""
+    """One ``AsyncAction`` of the worker's action list (frozen: the next episode of the execution may reuse it)."""
 
     kind: ActionType
     function_name: str | None = None
@@ -85,10 +85,29 @@ class OrchestratorOutcome:
     """JSON text, None when the SDK left it out (it drops falsy values)."""
     crash: str | None = None
     """Set when the call failed without the out-of-proc state (nothing to replay)."""
+    parsed: ParsedActions | None = None
+    """The action groups as the worker sent them and as parsed (None when there was no state to parse)."""
 
 
-def invoke_orchestrator(handle: OrchestratorFn, context_json: str) -> OrchestratorOutcome:
-    """Call the orchestrator handle and parse its answer, including the SDK's error path."""
+@dataclass(frozen=True, slots=True)
+class ParsedActions:
+    """One answer's action groups as JSON values and as ``Action`` objects, kept for the next answer of the same
+    execution: the worker sends every action of the execution each time (the SDK replays from the start), so the next
+    answer repeats these and adds a few, and only those few need parsing (``parse_actions``)."""
+
+    raw: list[list[Any]]
+    parsed: list[list[Action]]
+    plain: list[list[bool]]
+    """Whether each action holds only text where ``parse_action`` keeps a value as given (``_plain``)."""
+    reused: int = 0
+    """How many actions of this answer were taken from the previous one instead of parsed."""
+
+
+def invoke_orchestrator(
+    handle: OrchestratorFn, context_json: str, previous: ParsedActions | None = None
+) -> OrchestratorOutcome:
+    """Call the orchestrator handle and parse its answer, including the SDK's error path. ``previous``: the same
+    execution's previous answer, whose actions are reused where this answer repeats them."""
     try:
         raw = handle(context_json)
     except Exception as exc:  # the SDK reports user-code failures by raising: parse, don't propagate
@@ -97,30 +116,80 @@ def invoke_orchestrator(handle: OrchestratorFn, context_json: str) -> Orchestrat
         if label < 0:
             logger.info("orchestrator raised without out-of-proc state: %s", type(exc).__name__)
             return OrchestratorOutcome(is_done=False, actions=[], crash=text or type(exc).__name__)
-        outcome = parse_state(text[label + len(OUT_OF_PROC_LABEL) :])
+        outcome = parse_state(text[label + len(OUT_OF_PROC_LABEL) :], previous)
         if not outcome.error:
             outcome.error = text[:label]
         return outcome
     if not isinstance(raw, str):
         raw = json.dumps(raw)
-    return parse_state(raw)
+    return parse_state(raw, previous)
 
 
-def parse_state(text: str) -> OrchestratorOutcome:
-    """Parse an ``OrchestratorState`` JSON document."""
+def parse_state(text: str, previous: ParsedActions | None = None) -> OrchestratorOutcome:
+    """Parse an ``OrchestratorState`` JSON document (reusing ``previous``'s actions where it repeats them)."""
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("Out of proc orchestrators must return a valid JSON schema")
     output = data.get("output")
     custom = data.get("customStatus")
+    parsed = parse_actions(data.get("actions") or [], previous)
     return OrchestratorOutcome(
         is_done=bool(data.get("isDone", False)),
-        actions=[[parse_action(item) for item in group] for group in data.get("actions") or []],
+        actions=parsed.parsed,
         schema_version=_schema(data.get("schemaVersion", 0)),
         output=None if output is None else json.dumps(output),
         error=data.get("error") or None,
         custom_status=None if custom is None else json.dumps(custom),
+        parsed=parsed,
     )
+
+
+def parse_actions(groups: list[Any], previous: ParsedActions | None = None) -> ParsedActions:
+    """Parse the action groups; an action equal (as a JSON value) to the one in the same place of ``previous`` is
+    taken from it when that one was ``_plain``: an equal text is the same text, so parsing it again would give an equal
+    ``Action``. (Equal numbers of other types are not the same JSON, ``1 == 1.0 == True``: such actions are parsed.)"""
+    raw_groups: list[list[Any]] = []
+    parsed_groups: list[list[Action]] = []
+    plain_groups: list[list[bool]] = []
+    reused = 0
+    for index, group in enumerate(groups):
+        items = list(group)
+        old_raw, old_parsed, old_plain = _group(previous, index)
+        parsed: list[Action] = []
+        plain: list[bool] = []
+        for position, item in enumerate(items):
+            if position < len(old_raw) and old_plain[position] and item == old_raw[position]:
+                parsed.append(old_parsed[position])
+                plain.append(True)
+                reused += 1
+            else:
+                parsed.append(parse_action(item))
+                plain.append(_plain(item))
+        raw_groups.append(items)
+        parsed_groups.append(parsed)
+        plain_groups.append(plain)
+    return ParsedActions(raw_groups, parsed_groups, plain_groups, reused)
+
+
+def _group(previous: ParsedActions | None, index: int) -> tuple[list[Any], list[Action], list[bool]]:
+    if previous is None or index >= len(previous.raw):
+        return [], [], []
+    return previous.raw[index], previous.parsed[index], previous.plain[index]
+
+
+_KEPT_AS_GIVEN = ("functionName", "input", "instanceId", "fireAt", "externalEventName", "operation")
+
+
+def _plain(data: Any) -> bool:
+    """Every value ``parse_action`` keeps as given (or encodes) is text or null, in the action and its children; the
+    others it converts (``int``, ``float``, ``bool``), which gives equal results for equal values."""
+    if not isinstance(data, dict):
+        return False
+    for key in _KEPT_AS_GIVEN:
+        value = data.get(key)
+        if value is not None and type(value) is not str:
+            return False
+    return all(_plain(child) for child in data.get("compoundActions") or [])
 
 
 def _schema(value: Any) -> int:

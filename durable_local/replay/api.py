@@ -19,6 +19,7 @@ from durable_local.model import (
     SchedulingMode,
     TaskMessage,
 )
+from durable_local.replay.execution_cache import ExecutionCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,10 @@ class EpisodeInput:
     settings: ReplaySettings = field(default_factory=ReplaySettings)
     new_execution_id: Callable[[], str] | None = None
     """Factory for continue-as-new execution ids (uuid4().hex by default); injectable for golden tests."""
+    cache: ExecutionCache | None = None
+    """What the previous episode of this execution left (``EpisodeResult.cache``): its past events' JSON and its
+    parsed actions, reused where this episode repeats them. Ignored when it belongs to another instance or execution;
+    it never changes the result, only the work."""
 
 
 @dataclass(slots=True)
@@ -82,3 +87,11 @@ class EpisodeResult:
     name: str = ""
     input: str | None = None
     continued_as_new: bool = False
+    cache: ExecutionCache | None = None
+    """For the next episode of ``execution_id`` (None when the worker was not called or the execution ended)."""
+    reused_events: int = 0
+    """Past events whose JSON text came from ``EpisodeInput.cache`` instead of being encoded again."""
+    reused_actions: int = 0
+    """Actions of the worker's answer taken from ``EpisodeInput.cache`` instead of being parsed again."""
+    entity_operations: int = 0
+    """Entity episodes: the operations the batch ran."""

@@ -44,15 +44,40 @@ def build_context_json(
     """``history`` = every event of the current execution: replayed ones with IsPlayed true, this episode's
     (its OrchestratorStarted first) with IsPlayed false."""
     history = [{**event, "IsPlayed": True} for event in past_events]
-    # The extension sends ``GetInputAsJson()`` = ``ConvertToJToken(RawInput)``: the stored input parsed once, so a
-    # client that posted JSON text as a JSON string (the Python SDK's start_new does) reaches get_input() decoded.
     history.extend({**event, "IsPlayed": False} for event in current_events)
-    context = {
-        "history": history,
+    fields = _context_fields(instance_id, bool(past_events), input, parent_instance_id, settings)
+    return json.dumps({"history": history, **fields})
+
+
+def context_json_from_past(
+    *,
+    instance_id: str,
+    past_json: list[str],
+    current_events: list[HistoryEvent],
+    input: str | None,
+    parent_instance_id: str | None,
+    settings: ReplaySettings,
+) -> str:
+    """``build_context_json`` with the past events given as their text (``execution_cache.past_event_json``), byte
+    for byte: the default ``json.dumps`` writes a list as its items' texts joined by ``", "`` and an object as
+    ``{"key": value, ...}``, so the history's text is spliced in front of the other fields'."""
+    current = [json.dumps({**event, "IsPlayed": False}) for event in current_events]
+    fields = json.dumps(_context_fields(instance_id, bool(past_json), input, parent_instance_id, settings))
+    history = ", ".join([*past_json, *current])
+    return '{"history": [' + history + "], " + fields[1:]
+
+
+def _context_fields(
+    instance_id: str, replaying: bool, input: str | None, parent_instance_id: str | None, settings: ReplaySettings
+) -> dict[str, object]:
+    """Every field of the context but ``history``, in the order the extension writes them."""
+    return {
+        # The extension sends ``GetInputAsJson()`` = ``ConvertToJToken(RawInput)``: the stored input parsed once, so a
+        # client that posted JSON text as a JSON string (the Python SDK's start_new does) reaches get_input() decoded.
         "input": _input_token(input),
         "instanceId": instance_id,
         # DTFx replays past events first: the worker is called while ExecutionStarted is replayed.
-        "isReplaying": bool(past_events),
+        "isReplaying": replaying,
         "parentInstanceId": parent_instance_id,
         "upperSchemaVersion": SCHEMA_V2,
         "upperSchemaVersionNew": SCHEMA_V3,
@@ -60,7 +85,6 @@ def build_context_json(
         "maximumShortTimerDuration": format_timespan(settings.maximum_short_timer_duration),
         "defaultHttpAsyncRequestSleepTimeMillseconds": settings.default_http_async_request_sleep_ms,
     }
-    return json.dumps(context)
 
 
 def _input_token(raw: str | None) -> object:

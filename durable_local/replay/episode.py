@@ -24,7 +24,7 @@ from durable_local.history import orchestrator_started as orchestrator_started_e
 from durable_local.model import EventType, FailureDetails, HistoryEvent, RuntimeStatus, SchedulingMode, TaskMessage
 from durable_local.replay.actions import OrchestratorOutcome, invoke_orchestrator
 from durable_local.replay.api import EpisodeInput, EpisodeResult
-from durable_local.replay.context_json import build_context_json
+from durable_local.replay.context_json import context_json_from_past
 from durable_local.replay.decisions import (
     ExecutionInfo,
     Outbound,
@@ -35,6 +35,7 @@ from durable_local.replay.decisions import (
     sub_orchestration_input,
 )
 from durable_local.replay.dtfx import Decision, DtfxContext, NonDeterminismError
+from durable_local.replay.execution_cache import ExecutionCache, past_texts
 from durable_local.replay.payload_limits import custom_status_error
 from durable_local.replay.reconcile import execution_id_of, reconcile
 from durable_local.replay.shim import Shim
@@ -55,6 +56,7 @@ class _ExecutionRun:
     custom_status: str | None
     completion: Decision | None = None
     carryover: list[HistoryEvent] = field(default_factory=list)
+    cache: ExecutionCache | None = None
 
 
 def run_episode(episode: EpisodeInput) -> EpisodeResult:
@@ -69,9 +71,17 @@ def run_episode(episode: EpisodeInput) -> EpisodeResult:
     outbound = Outbound()
     current = [orchestrator_started_event(timestamp=episode.now), *reconciled.accepted]
     info = _info(episode.instance_id, started)
+    cache = episode.cache if episode.cache and episode.cache.applies_to(info.instance_id, info.execution_id) else None
     run = _run_execution(
-        episode, info=info, past=past, current=current, outbound=outbound, new_execution_id=new_execution_id
+        episode,
+        info=info,
+        past=past,
+        current=current,
+        outbound=outbound,
+        new_execution_id=new_execution_id,
+        cache=cache,
     )
+    reused = (run.cache.reused_events, run.cache.reused_actions) if run.cache is not None else (0, 0)
     committed = len(past)
     continued = False
     custom_status = run.custom_status
@@ -128,6 +138,9 @@ def run_episode(episode: EpisodeInput) -> EpisodeResult:
         name=info.name,
         input=info.input,
         continued_as_new=continued,
+        cache=run.cache if run.status in (RuntimeStatus.RUNNING, RuntimeStatus.SUSPENDED) else None,
+        reused_events=reused[0],
+        reused_actions=reused[1],
     )
 
 
@@ -139,8 +152,9 @@ def _run_execution(
     current: list[HistoryEvent],
     outbound: Outbound,
     new_execution_id: Callable[[], str],
+    cache: ExecutionCache | None = None,
 ) -> _ExecutionRun:
-    outcome = _call_worker(episode, info, past, current)
+    outcome, next_cache = _call_worker(episode, info, past, current, cache)
     context = DtfxContext(execution_id=info.execution_id, now=episode.now)
     shim = Shim(
         context,
@@ -196,12 +210,18 @@ def _run_execution(
         custom_status=outcome.custom_status,
         completion=completion,
         carryover=context.carryover,
+        cache=next_cache,
     )
 
 
 def _call_worker(
-    episode: EpisodeInput, info: ExecutionInfo, past: list[HistoryEvent], current: list[HistoryEvent]
-) -> OrchestratorOutcome:
+    episode: EpisodeInput,
+    info: ExecutionInfo,
+    past: list[HistoryEvent],
+    current: list[HistoryEvent],
+    cache: ExecutionCache | None,
+) -> tuple[OrchestratorOutcome, ExecutionCache | None]:
+    """The worker's answer, and what this episode leaves for the execution's next one."""
     handle = episode.registry.orchestrator(info.name)
     if handle is None:
         known = "', '".join(episode.registry.orchestrators)
@@ -211,24 +231,26 @@ def _call_worker(
             else "No orchestrator functions are currently registered!"
         )
         message = f"The function '{info.name}' doesn't exist, is disabled, or is not an orchestrator function. "
-        return OrchestratorOutcome(is_done=False, actions=[], crash=message + "Additional info: " + listing)
-    context_json = build_context_json(
+        return OrchestratorOutcome(is_done=False, actions=[], crash=message + "Additional info: " + listing), None
+    texts, reused, chars = past_texts(past, cache)
+    context_json = context_json_from_past(
         instance_id=info.instance_id,
-        past_events=past,
+        past_json=texts,
         current_events=current,
         input=info.input,
         parent_instance_id=info.parent.instance_id if info.parent else None,
         settings=episode.settings,
     )
     try:
-        outcome = invoke_orchestrator(handle, context_json)
+        outcome = invoke_orchestrator(handle, context_json, cache.actions if cache is not None else None)
     except (ValueError, KeyError, TypeError) as exc:  # an unreadable answer fails the orchestration, as in the host
-        return OrchestratorOutcome(is_done=False, actions=[], crash=f"invalid orchestrator output: {exc}")
+        outcome = OrchestratorOutcome(is_done=False, actions=[], crash=f"invalid orchestrator output: {exc}")
+    next_cache = ExecutionCache(info.instance_id, info.execution_id, past, texts, outcome.parsed, chars, reused)
     too_big = custom_status_error(outcome.custom_status)
     if too_big is not None:
         # SetCustomStatus throws before the shim replays any action: the orchestration fails with no new decision.
-        return OrchestratorOutcome(is_done=False, actions=[], schema_version=outcome.schema_version, crash=too_big)
-    return outcome
+        outcome = OrchestratorOutcome(is_done=False, actions=[], schema_version=outcome.schema_version, crash=too_big)
+    return outcome, next_cache
 
 
 def _complete_if_done(

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from durable_local.model import HistoryEvent, InstanceRecord, RuntimeStatus, TaskMessage
+from durable_local.model import InstanceRecord, RuntimeStatus, TaskMessage
 
 
 def require_utc(moment: datetime, what: str = "datetime") -> datetime:
@@ -52,14 +52,13 @@ def _opt_parse(text: str | None) -> datetime | None:
 # Events and task messages
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+"""One encoder for every call: ``json.dumps`` with arguments builds a new one each time, which costs more than
+encoding a small history event."""
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def clone_event(event: HistoryEvent) -> HistoryEvent:
-    """A deep, JSON-faithful copy of one history event."""
-    copied: HistoryEvent = json.loads(dumps(event))
-    return copied
+    return _ENCODER.encode(value)
 
 
 def encode_task_message(message: TaskMessage) -> str:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from durable_local.model import HistoryEvent, InstanceRecord
+from durable_local.model import InstanceRecord
 from durable_local.ports import (
     Clock,
     EtagConflictError,
@@ -16,7 +17,7 @@ from durable_local.ports import (
     InstanceQuery,
     OrchestrationHistory,
 )
-from durable_local.storage.codec import clone_event, copy_record, encode_continuation, normalize_record
+from durable_local.storage.codec import copy_record, dumps, encode_continuation, normalize_record
 from durable_local.storage.tracking_rules import (
     matches,
     merge_created_time,
@@ -34,7 +35,9 @@ class _History:
     etag: str
     checkpoint_complete: bool
     checkpoint_time: datetime | None
-    rows: dict[int, HistoryEvent] = field(default_factory=dict)
+    rows: dict[int, str] = field(default_factory=dict)
+    """Each event as JSON text, as a table row holds it: encoded once when written, decoded into a private copy for
+    every reader."""
 
 
 class MemoryTrackingStore:
@@ -55,18 +58,20 @@ class MemoryTrackingStore:
             # As DTFx: an expected execution id that is not the sentinel's belongs to an older generation,
             # so no rows are returned (but the sentinel's ETag and checkpoint columns still are).
             current = expected_execution_id is None or expected_execution_id == history.execution_id
-            events = [clone_event(history.rows[key]) for key in sorted(history.rows)] if current else []
-            return OrchestrationHistory(
-                events=events,
+            texts = [history.rows[key] for key in sorted(history.rows)] if current else []
+            found = OrchestrationHistory(
+                events=[],
                 etag=history.etag,
                 execution_id=history.execution_id if current else expected_execution_id,
                 last_checkpoint_time=history.checkpoint_time,
                 checkpoint_complete=history.checkpoint_complete,
             )
+        found.events = [json.loads(text) for text in texts]  # outside the lock: the texts never change
+        return found
 
     def write_history_batch(self, batch: HistoryBatch, expected_etag: str | None) -> str:
         validate_batch(batch)
-        rows = {batch.first_sequence_number + i: clone_event(event) for i, event in enumerate(batch.events)}
+        rows = {batch.first_sequence_number + i: dumps(event) for i, event in enumerate(batch.events)}
         with self._lock:
             history = self._histories.get(batch.instance_id)
             if expected_etag is None:

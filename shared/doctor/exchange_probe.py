@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
+from shared.audit.auth import TokenProvider, token_provider_for
 from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
 from shared.audit.exchange import SYSTEM_MAILBOX, ExchangeAuditClient, anchor_mailbox
 from shared.audit.exchange_session import read_window
@@ -91,7 +91,7 @@ class ExchangeProbe:
         result, facts = probe_token(
             "exchange.token",
             tokens,
-            EXCHANGE_SCOPE,
+            self.config.exchange_scope,
             authority=self.config.authority_host,
             wanted="Exchange.ManageAsApp",
         )

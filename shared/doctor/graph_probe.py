@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.audit.auth import GRAPH_SCOPE, token_provider_for
+from shared.audit.auth import token_provider_for
 from shared.audit.config import AuditApiConfig
 from shared.audit.graph import GRAPH_API, GraphAuditClient
 from shared.audit.http import AuditHttpClient, http_client_for
@@ -91,7 +91,11 @@ class GraphProbe:
     def start(self) -> None:
         tokens = token_provider_for(self.config)
         result, facts = probe_token(
-            "graph.token", tokens, GRAPH_SCOPE, authority=self.config.authority_host, wanted="AuditLogsQuery"
+            "graph.token",
+            tokens,
+            self.config.graph_scope,
+            authority=self.config.authority_host,
+            wanted="AuditLogsQuery",
         )
         self.results["graph.token"] = result
         self.token_roles = facts.roles if facts is not None else None

@@ -40,6 +40,9 @@ class RunOptions:
     before the budget existed reads as, so such a collection goes on exactly as it started)."""
     budget_lease_seconds: float = 600.0
     budget_poll_seconds: float = 10.0
+    budget_quota: int = 0
+    """Graph: the collector's daily query submissions in the tenant (``BudgetOptions.quota``); 0 (Exchange, or an
+    input written before the quota was kept): lanes take no submission credits."""
     retention_days: int = 0
     """How long the tenant is sure to keep every record (``COLLECTOR_RETENTION_DAYS`` when the collection started):
     older windows are flagged possibly partial. 0 (an input written before it existed): nothing is flagged."""
@@ -51,7 +54,9 @@ class RunOptions:
 
     @property
     def budget(self) -> BudgetOptions:
-        return BudgetOptions(self.budget_capacity, self.budget_lease_seconds, self.budget_poll_seconds)
+        return BudgetOptions(
+            self.budget_capacity, self.budget_lease_seconds, self.budget_poll_seconds, self.budget_quota
+        )
 
     @classmethod
     def from_settings(
@@ -76,6 +81,7 @@ class RunOptions:
             budget_capacity=budget.capacity,
             budget_lease_seconds=budget.lease_seconds,
             budget_poll_seconds=budget.poll_seconds,
+            budget_quota=budget.quota,
             retention_days=settings.retention_days,
             exchange_target_records=round(
                 settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)

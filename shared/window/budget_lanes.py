@@ -26,6 +26,13 @@ steps.
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
 * Every operation carries the collection's token (``shared.budget.token``) from the orchestration input.
+* **The tenant's daily Graph quota.** Before every Graph query it submits (its first, and any again) a lane takes a
+  submission credit with the ``acquire`` that gives it its slot (``submit``: a number unique in the collection, so a
+  re-sent ``acquire`` takes it once); a slot it holds already is renewed by the same call. A lane whose next call
+  submits never takes a slot handed on without asking. When the tenant's allowance is spent the answer says until
+  when (``quotaUntil``): the lane gives its slot back and waits on a durable timer until then ("waiting for the
+  tenant's daily Graph quota until <time>" in the custom status), then asks again; like a queued lane it is the
+  collection's one waiter. Never a loop, never an error that fails the chunk.
 
 With a budget of 0 (``RunOptions.budget_capacity``, also what an input written before the budget reads as) none of
 this runs: lanes start in their first server-side phase and nothing is sent to the entity.
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from shared.budget.quota import wait_until
 from shared.budget.wire import BudgetOptions, BudgetRequest, holder_id
 from shared.models import ActivityError, JsonDict, iso, parse_iso
 from shared.requests.collection_spec import CollectionSpec
@@ -57,6 +65,8 @@ from shared.window.state import (
     later,
 )
 
+QUOTA_WAIT = "waiting for the tenant's daily Graph quota"
+"""The budget state while a lane waits for the quota (followed by " until <time>")."""
 SERVER_PHASES = frozenset({SUBMIT, POLL, COLLECT})
 """Phases whose calls use the lane's slot (a DELETE ends a query: it needs none)."""
 
@@ -123,7 +133,7 @@ class BudgetLanes:
         """A new lane's first step: the slot of a lane that just ended when nobody waits for it, else ``acquire``
         (with that slot's release folded in)."""
         spare = self.spares.pop(0) if self.spares else None
-        if spare is not None and self._may_hand_on(spare):
+        if spare is not None and self._may_hand_on(spare) and not self._wants_credit(lane):
             lane.slot, lane.holds_slot = spare, True
             spare.since = self.now
             return [self._call(lane)]
@@ -166,6 +176,24 @@ class BudgetLanes:
         pages, lane.slot.pages_free = not lane.slot.pages_free, False
         return {"slotDeadline": iso(deadline), "slotPages": pages}
 
+    def _wants_credit(self, lane: Lane) -> bool:
+        """The lane's next server-side call submits a Graph query and it holds no quota credit for it."""
+        return self.budget.keeps_quota and self._resume_phase(lane) == SUBMIT and not lane.credited
+
+    def _needs_credit(self, lane: Lane) -> bool:
+        """The lane is about to submit a Graph query without a quota credit (its first, or a submission again)."""
+        return self.budget.keeps_quota and lane.phase == SUBMIT and not lane.credited
+
+    def _ask_credit(self, lane: Lane) -> CallEntity:
+        """A credit (and the slot, renewed when held) in one ``acquire`` before the lane submits."""
+        lane.phase = BUDGET
+        lane.budget_waits = 0
+        return self._acquire(lane)
+
+    def _spend_credit(self, lane: Lane) -> None:
+        """The lane's submit is issued: its credit is used (a submission again needs another)."""
+        lane.credited, lane.submission = False, 0
+
     def _ask_again(self, lane: Lane) -> CallEntity:
         """The lane's slot is gone or its deadline passed: back to the queue with what it did so far."""
         lane.holds_slot = False
@@ -184,8 +212,20 @@ class BudgetLanes:
             return self._error(lane, ActivityError("budget_unavailable", "the tenant budget entity did not answer"))
         self._learn(answer)
         granted = bool(answer.get("granted"))
+        quota_until = answer.get("quotaUntil") if not granted else None
+        if isinstance(quota_until, str):  # the daily quota is spent: the entity took its slot back, no loss
+            lane.holds_slot = False
+            if lane.slot is not None:
+                lane.slot.grant = None
+            lane.quota_until = parse_iso(quota_until)
+            self.state.quota_waits += 1
         self._count_loss(lane, answer)
         if granted:
+            lane.quota_until = None
+            # its credit: the entity says so, or keeps no quota (it then counts nothing, and the lane must not ask
+            # again for ever); an acquire that carried no submission takes none
+            credit = answer.get("credit") == lane.submission or "quota" not in answer
+            lane.credited = lane.credited or (lane.submission > 0 and credit)
             until = answer.get("leaseUntil")
             grant = answer.get("grant")
             lane.slot = Slot(
@@ -206,6 +246,9 @@ class BudgetLanes:
         queued = self._queued()
         if queued is not None and queued is not lane and not _has_progress(lane):
             return self._conclude(lane, ("unstarted", None))  # one lane per collection waits; this chunk waits
+        if lane.quota_until is not None:
+            margin, poll = self.budget.margin_seconds, self.budget.poll_seconds
+            return self._wait(lane, wait_until(lane.quota_until, self.now, margin, poll))
         return self._wait(lane, later(self.now, self.budget.poll_seconds))
 
     def _slot_expired(self, lane: Lane, error: ActivityError) -> list[Step]:
@@ -229,6 +272,9 @@ class BudgetLanes:
         lane.slot.grant = None
 
     def _learn(self, answer: JsonDict) -> None:
+        quota = answer.get("quota")
+        if isinstance(quota, dict):
+            self.state.budget_quota = dict(quota)
         if all(isinstance(answer.get(key), int) for key in ("capacity", "held", "waiting")):
             self.free_slots = int(answer["capacity"]) - int(answer["held"]) - int(answer["waiting"])
             self.state.budget_waiting = int(answer["waiting"])
@@ -271,11 +317,15 @@ class BudgetLanes:
         while self.spares:
             spare = self.spares.pop(0)
             queued = self._queued()
-            if queued is not None and queued.issued_at is None and not queued.parked and not self.switching:
+            # a queued lane asks again at once; one waiting for the quota does not (a slot does not end its wait)
+            if queued is not None and queued.quota_until is None and self._may_ask_now(queued):
                 steps += [Cancel(queued.id), self._acquire(queued, release=spare)]
             else:
                 steps.append(self._release_signal(holder_id(self.spec.collection_id, spare.holder)))
         return steps
+
+    def _may_ask_now(self, lane: Lane) -> bool:
+        return lane.issued_at is None and not lane.parked and not self.switching
 
     def _release_signal(self, holder: str) -> SignalEntity:
         return SignalEntity("release", BudgetRequest("release", holder, token=self.budget_token).to_json())
@@ -334,7 +384,11 @@ class BudgetLanes:
     def _acquire(self, lane: Lane, release: Slot | None = None) -> CallEntity:
         lane.issued_at = self.now
         released = holder_id(self.spec.collection_id, release.holder) if release is not None else ""
-        request = self.budget.acquire(self._holder(lane), token=self.budget_token, release=released)
+        if self._wants_credit(lane) and not lane.submission:  # a number of its own, kept until it is granted
+            self.state.submissions += 1
+            lane.submission = self.state.submissions
+        submit = lane.submission if self._wants_credit(lane) else 0
+        request = self.budget.acquire(self._holder(lane), token=self.budget_token, release=released, submit=submit)
         return CallEntity(lane.id, "acquire", request.to_json())
 
     def _budget_status(self) -> JsonDict | None:
@@ -345,7 +399,7 @@ class BudgetLanes:
             return None
         held = sum(1 for lane in self.lanes.values() if lane.holds_slot)
         asking = sum(1 for lane in self.lanes.values() if lane.phase == BUDGET)
-        return {
+        status: JsonDict = {
             "capacity": self.budget.capacity,
             "held": held,
             "asking": asking,
@@ -353,6 +407,18 @@ class BudgetLanes:
             "waits": self.state.budget_waits,
             "lost": self.state.budget_lost,
         }
+        if self.budget.keeps_quota:
+            waits = [lane.quota_until for lane in self.lanes.values() if lane.phase == BUDGET and lane.quota_until]
+            until = min(waits) if waits else None
+            if until is not None:
+                status["state"] = f"{QUOTA_WAIT} until {iso(until)}"
+            status["quota"] = {
+                **(self.state.budget_quota or {"allowed": self.budget.quota}),
+                "waitingUntil": iso(until) if until else None,
+                "waits": self.state.quota_waits,
+                "submissions": self.state.submissions,
+            }
+        return status
 
 
 def _has_progress(lane: Lane) -> bool:

@@ -364,8 +364,12 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
     def _call(self, lane: Lane) -> CallActivity | CallEntity:
         if lane.phase == BUDGET:
             return self._acquire(lane)
+        if self._needs_credit(lane):  # a Graph query is submitted only with a credit of the tenant's daily quota
+            return self._ask_credit(lane)
         if self._needs_slot(lane):  # its slot is gone or its deadline passed: ask again before calling
             return self._ask_again(lane)
+        if lane.phase == SUBMIT:
+            self._spend_credit(lane)
         if lane.attempts == 0 or lane.step_failures > 0:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
             # Polls and the submit → collect hand-over belong to the same attempt.

@@ -79,6 +79,9 @@ _LANE_KEYS = frozenset(
         "startedAt",
         "resubmits",
         "throttled",
+        "submission",
+        "credited",
+        "quotaUntil",
     }
 )
 
@@ -128,6 +131,13 @@ class Lane:
     """Graph: queries of this chunk given up on (failed, vanished, unfinished past the limit) and submitted again."""
     throttled: int = 0
     """Steps of this chunk answered 429 to the end of their HTTP retries: retried without spending an attempt."""
+    submission: int = 0
+    """Graph, daily quota kept: the collection's number of the query submission the lane asks a credit for (0: none
+    asked), kept while it waits so that an ``acquire`` sent again takes the credit once."""
+    credited: bool = False
+    """The tenant budget granted the credit of ``submission``: the lane's next submit spends it."""
+    quota_until: datetime | None = None
+    """The lane waits for the tenant's daily Graph quota until then (its next ``acquire`` follows a timer)."""
     extra: JsonDict = field(default_factory=dict)
     """Per-lane state this version does not know (added by a newer one): carried verbatim across continue-as-new."""
     _texts: tuple[JsonDict, str] | None = field(default=None, repr=False, compare=False)
@@ -172,6 +182,9 @@ class Lane:
             "startedAt": iso(self.started_at) if self.started_at else None,
             "resubmits": self.resubmits,
             "throttled": self.throttled,
+            "submission": self.submission,
+            "credited": self.credited,
+            "quotaUntil": iso(self.quota_until) if self.quota_until else None,
         }
 
     @classmethod
@@ -206,6 +219,9 @@ class Lane:
             started_at=parse_iso(data["startedAt"]) if data.get("startedAt") else None,
             resubmits=int(data.get("resubmits", 0)),
             throttled=int(data.get("throttled", 0)),
+            submission=int(data.get("submission", 0)),
+            credited=bool(data.get("credited", False)),
+            quota_until=parse_iso(data["quotaUntil"]) if data.get("quotaUntil") else None,
             extra={k: v for k, v in data.items() if k not in _LANE_KEYS},
         )
 
@@ -253,6 +269,12 @@ class Carried:
     """Slots of lanes that ended and that no chunk took yet: settled when the window fills (handed on, folded into
     an ``acquire``, or released); while the window switches executions they are kept (and renewed) for the next
     execution's chunks instead of going back to the budget and being asked for again."""
+    submissions: int = 0
+    """Graph query submissions this collection asked credits for (the number of the latest: each is unique)."""
+    quota_waits: int = 0
+    """Times a lane was told to wait for the tenant's daily Graph quota."""
+    budget_quota: JsonDict | None = None
+    """The tenant's daily Graph quota as the budget's latest answer said it (allowed, used, left, until)."""
 
     def to_json(self) -> JsonDict:
         return {
@@ -279,6 +301,9 @@ class Carried:
             "budgetSeenAt": iso(self.budget_seen_at) if self.budget_seen_at else None,
             "budgetWaiting": self.budget_waiting,
             "spareSlots": [slot.to_json() for slot in self.spares],
+            "submissions": self.submissions,
+            "quotaWaits": self.quota_waits,
+            "budgetQuota": dict(self.budget_quota) if self.budget_quota else None,
         }
 
     @classmethod
@@ -310,6 +335,9 @@ class Carried:
             budget_seen_at=parse_iso(data["budgetSeenAt"]) if data.get("budgetSeenAt") else None,
             budget_waiting=int(data.get("budgetWaiting", 0)),
             spares=[Slot.from_json(slot) for slot in data.get("spareSlots") or []],
+            submissions=int(data.get("submissions", 0)),
+            quota_waits=int(data.get("quotaWaits", 0)),
+            budget_quota=dict(data["budgetQuota"]) if data.get("budgetQuota") else None,
         )
 
     def learn_duration(self, seconds: float) -> None:

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 CASES = [
     (["storage_ops.py", "--messages", "200", "--batches", "50"], "memory/sqlite"),
     (["engine_fanout.py", "--activities", "30"], "sqlite / anchor"),
-    (["engine_overhead.py", "--steps", "4", "--instances", "2"], "engine overhead outside the SDK call"),
+    (["engine_overhead.py", "--steps", "4", "--instances", "2", "--chunks", "4"], "outside the SDK, no cache / cache"),
     (["sdk_replay_cost.py", "--chunks", "4", "--repeat", "1"], "less time in the SDK call"),
     (["audit_stream_memory.py", "--records", "3000"], "ratio end / 2,000"),
     (
@@ -80,6 +80,24 @@ CASES = [
         "delay/duration",
     ),
     (["orchestration_cpu.py", "--ns", "4", "8"], "per-chunk CPU at N=8 / N=4"),
+    (
+        [
+            "realistic_cost.py",
+            "--chunks",
+            "2",
+            "--graph-latency",
+            "20",
+            "--graph-jitter",
+            "20",
+            "--app",
+            "a=.",
+            "--app",
+            "b=.",
+            "--probe",
+            "b",
+        ],
+        "a / b: CPU ms",
+    ),
     (
         [
             "exchange_evidence.py",

@@ -4,7 +4,8 @@
 setting a local host can have: the task hub, the tenant budget's key (``COLLECTOR_BUDGET_SECRET``: required on Azure,
 so every test host signs and checks what Azure signs and checks), the default source and retention the template
 passes, the app registration. Everything the template leaves unset keeps the code's default there, so it is left unset
-here too: the tenant budget is on (B = 10 for Graph, 3 for Exchange), polls and retries are the production ones.
+here too: the tenant budget is on (B = 6 for Graph, 3 for Exchange; the daily Graph quota kept), polls and retries are
+the production ones.
 ``tests/collector/test_hosted_profile.py`` holds this profile to the template and to
 ``shared.hosting.azure_settings`` (what Azure requires), so the two cannot drift apart.
 
