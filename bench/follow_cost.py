@@ -13,9 +13,8 @@ passed. Per simulated hour it prints:
   own (its current execution's rows, one cycle's, times the cycles),
 * host CPU seconds (user + system of the host process, ``psutil``; the emulator runs in this process),
 * records read (first reads and re-reads) and the wall time the host took per simulated hour,
-* the follower's ``cycles`` and ``passes`` counters: a wake is two cycles (executions), one that runs the passes
-  (one per UTC day with work) and continues as new, and one that waits for the next wake in a fresh execution; so four
-  wakes an hour are eight cycles.
+* the follower's ``cycles`` and ``passes`` counters: a wake is one cycle (an execution that waits for its wake, runs
+  the passes due, one per UTC day with work, and continues as new), so four wakes an hour are four cycles.
 
 The tenant holds ``rate`` records per hour in the hours the measured cycles read (the new hours, and the same hours a
 day earlier, which they read again); the other hours of the catch-up before them hold a hundredth of it, so setting
@@ -41,6 +40,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.quota import NO_DAILY_QUOTA, lift
 from durable_local.clock import OffsetFileClock
 from m365_emulator import AppRegistration, BurstWindow, EmulatorConfig, TenantSpec, run_emulator
 from shared.models import iso, parse_iso
@@ -109,7 +109,7 @@ def run_rate(rate: float, hours: int) -> dict[str, float]:
             (measured[1] - timedelta(days=1), measured[0]),
         ]
         bursts = tuple(BurstWindow(a.replace(minute=0), b.replace(minute=0), 0.01) for a, b in quiet if b > a)
-        config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=rate, bursts=bursts)])
+        config = lift(EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=rate, bursts=bursts)]))
         config.graph.completion_delay_seconds = 0.05
         config.graph.concurrency_retry_after_seconds = 0
         config.faults.broken_page_rate = 0.0
@@ -117,7 +117,11 @@ def run_rate(rate: float, hours: int) -> dict[str, float]:
         with run_emulator(config, clock=clock.now) as emulator:
             emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
             with serve(
-                emulator, work, {"COLLECTOR_CHUNKS_PER_EXECUTION": ""}, clock_file=clock.path, store=str(store)
+                emulator,
+                work,
+                {**NO_DAILY_QUOTA, "COLLECTOR_CHUNKS_PER_EXECUTION": ""},
+                clock_file=clock.path,
+                store=str(store),
             ) as host:
                 body = {
                     "tenantId": TENANT,

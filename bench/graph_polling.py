@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.api_timeline import noticing_delays
+from bench.quota import NO_DAILY_QUOTA, lift
 from bench.window_busy import parse_app
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
 from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, body, serve
@@ -39,14 +40,14 @@ def polling_env(scale: float) -> dict[str, str]:
 
 
 def run_once(app: Path, args: argparse.Namespace) -> list[tuple[float, float, int]]:
-    config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=11, records_per_hour=100.0)])
+    config = lift(EmulatorConfig(tenants=[TenantSpec(TENANT, seed=11, records_per_hour=100.0)]))
     config.graph.completion_delay_seconds = args.latency
     config.graph.completion_jitter_seconds = args.jitter
     config.graph.concurrency_retry_after_seconds = 0
     config.faults.broken_page_rate = 0.0
     with run_emulator(config) as emulator, tempfile.TemporaryDirectory() as workdir:
         emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
-        env = {**polling_env(args.scale), "COLLECTOR_CHUNKS_PER_EXECUTION": "10000"}
+        env = {**polling_env(args.scale), **NO_DAILY_QUOTA, "COLLECTOR_CHUNKS_PER_EXECUTION": "10000"}
         with serve(emulator, Path(workdir), env, app_dir=app) as host:
             end = START + timedelta(hours=args.chunks)
             response = host.post(body(end, interval=60, k=args.k, collectionId="bench-polling"))

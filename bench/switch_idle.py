@@ -26,6 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.api_timeline import WindowFigures, chunk_spans, window_figures
+from bench.quota import NO_DAILY_QUOTA, lift
 from bench.window_busy import POLL_ENV, parse_app
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
 from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, body, serve
@@ -34,7 +35,7 @@ from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, body, serve
 def run_once(app: Path, source: str, per_execution: int, args: argparse.Namespace) -> tuple[WindowFigures, int]:
     """The window figures and the number of executions of one collection."""
     per_hour = args.graph_records if source == "graph" else args.exchange_records or 5000 * args.exchange_calls - 500
-    config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=7, records_per_hour=per_hour)])
+    config = lift(EmulatorConfig(tenants=[TenantSpec(TENANT, seed=7, records_per_hour=per_hour)]))
     config.graph.completion_delay_seconds = args.graph_latency
     config.graph.completion_jitter_seconds = args.graph_jitter
     config.graph.concurrency_retry_after_seconds = 0
@@ -45,7 +46,7 @@ def run_once(app: Path, source: str, per_execution: int, args: argparse.Namespac
     config.faults.broken_page_rate = 0.0
     with run_emulator(config) as emulator, tempfile.TemporaryDirectory() as workdir:
         emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
-        env = {**POLL_ENV, "COLLECTOR_CHUNKS_PER_EXECUTION": str(per_execution)}
+        env = {**POLL_ENV, **NO_DAILY_QUOTA, "COLLECTOR_CHUNKS_PER_EXECUTION": str(per_execution)}
         with serve(emulator, Path(workdir), env, app_dir=app) as host:
             end = START + timedelta(hours=args.chunks)
             response = host.post(body(end, interval=60, k=args.k, source=source, collectionId="bench-switch"))

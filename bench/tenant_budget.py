@@ -29,13 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.quota import NO_DAILY_QUOTA, lift
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
 from shared.settings import Settings
 from tests.e2e.harness import CLIENT, SECRET, START, TENANT, body, serve
 
 
 def run_scenario(collections: int, budget: int, mode: str, args: argparse.Namespace) -> dict[str, float]:
-    config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=args.records_per_hour)])
+    config = lift(EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=args.records_per_hour)]))
     limit = args.server_limit or budget
     config.graph.completion_delay_seconds = args.latency
     config.graph.completion_jitter_seconds = args.jitter
@@ -48,6 +49,7 @@ def run_scenario(collections: int, budget: int, mode: str, args: argparse.Namesp
     with run_emulator(config) as emulator, tempfile.TemporaryDirectory() as workdir:
         emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
         env = {
+            **NO_DAILY_QUOTA,
             "COLLECTOR_POLL_INTERVAL_SECONDS": str(args.poll),
             "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": str(args.poll * 2),
             "COLLECTOR_BUDGET_POLL_SECONDS": str(args.poll),

@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.api_timeline import WindowFigures, chunk_spans, window_figures
+from bench.quota import NO_DAILY_QUOTA, lift
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
 from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, body, serve
 
@@ -53,7 +54,7 @@ def parse_app(text: str) -> tuple[str, Path]:
 
 
 def run_once(app: Path, source: str, k: int, args: argparse.Namespace) -> WindowFigures:
-    config = EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=args.records_per_hour)])
+    config = lift(EmulatorConfig(tenants=[TenantSpec(TENANT, seed=5, records_per_hour=args.records_per_hour)]))
     config.graph.completion_delay_seconds = args.graph_latency
     config.graph.completion_jitter_seconds = args.graph_jitter
     config.graph.concurrency_retry_after_seconds = 0
@@ -64,7 +65,7 @@ def run_once(app: Path, source: str, k: int, args: argparse.Namespace) -> Window
     config.faults.broken_page_rate = 0.0
     with run_emulator(config) as emulator, tempfile.TemporaryDirectory() as workdir:
         emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
-        env = {**POLL_ENV, "COLLECTOR_CHUNKS_PER_EXECUTION": "10000"}
+        env = {**POLL_ENV, **NO_DAILY_QUOTA, "COLLECTOR_CHUNKS_PER_EXECUTION": "10000"}
         with serve(emulator, Path(workdir), env, app_dir=app) as host:
             end = START + timedelta(hours=args.chunks)
             response = host.post(body(end, interval=60, k=k, source=source, collectionId="bench-window"))

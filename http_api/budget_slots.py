@@ -7,6 +7,10 @@ state's ``leases`` (queued while among its ``waiters``); a queued holder signals
 (a grant is only ever made to a holder that asks, and a queue place lapses when its holder stops asking). Signals
 reach the entity through its queue, which the task hub polls, so every wait here is bounded and the answer says what
 it saw.
+
+The doctor's Graph probe submits a query, so its Graph slot also takes a credit of the tenant's daily Graph quota
+(``submit``, number 1 of its one-off holder: asking again takes it once). When the state shows the allowance spent, it
+stops asking at once and says until when (``quotaUntil``): a probe is not worth a wait of hours.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from typing import Any, TypeVar
 
 from http_api.common import DurableClient
 from orchestrators.budget_entity import entity_id
+from shared.budget.quota import quota_view
 from shared.budget.wire import BudgetOptions, collection_of, holder_id
-from shared.models import JsonDict
+from shared.models import JsonDict, parse_iso
 
 _T = TypeVar("_T")
 
@@ -108,6 +113,13 @@ class Slot:
     granted: bool = False
     queued: bool = False
     """It waited in the budget's queue: all slots were held when it asked."""
+    quota_until: str | None = None
+    """Graph: the tenant's daily quota was spent (the collector's share of it); a submission may be made again then."""
+
+    @property
+    def submits(self) -> bool:
+        """The work it holds the slot for submits a Graph query: it takes a credit of the daily quota too."""
+        return self.options.quota > 0  # only a source whose queries take a credit has one (settings.budget_quotas)
 
     @property
     def ask_every(self) -> float:
@@ -120,7 +132,7 @@ class Slot:
         return entity_id(self.tenant, self.source)
 
     def _request(self) -> JsonDict:
-        return _with_token(self.options.acquire(self.holder).to_json(), self.token)
+        return _with_token(self.options.acquire(self.holder, submit=1 if self.submits else 0).to_json(), self.token)
 
     async def acquire(self, wait_seconds: float) -> bool:
         """Ask until granted or ``wait_seconds`` are up (then the queue place is given back)."""
@@ -140,6 +152,9 @@ class Slot:
             if self.holder in waiters:
                 self.queued = True
                 self.ahead = max(self.ahead, waiters.index(self.holder))
+            elif self.submits and self._quota_spent(state):
+                await self.release()  # in case the entity granted it after the state was read
+                return False
             if now - began >= wait_seconds:
                 await self.release()
                 return False
@@ -147,6 +162,17 @@ class Slot:
                 await self.client.signal_entity(self.entity, "acquire", self._request())
                 asked_at = now
             pause = min(pause * 2, _LONGEST_PAUSE, self.ask_every)
+
+    def _quota_spent(self, state: Any) -> bool:
+        """The state, as of the entity's own clock, says the collector's daily Graph submissions are spent."""
+        clock = state.get("clock") if isinstance(state, dict) else None
+        if not isinstance(clock, str):
+            return False
+        view = quota_view(state, parse_iso(clock), self.options.quota)
+        if view["left"] > 0:
+            return False
+        self.quota_until = view["until"]
+        return True
 
     async def renew(self) -> None:
         await self.client.signal_entity(self.entity, "renew", self._request())
@@ -162,7 +188,21 @@ class Slot:
             "waitedSeconds": round(self.waited, 3),
             "queuedBehind": self.ahead,
             "capacity": self.options.capacity,
+            **({"quotaUntil": self.quota_until} if self.quota_until else {}),
         }
+
+
+def quota_refusal(slot: Slot, slots: list[Slot]) -> JsonDict:
+    """The 503 of a doctor whose Graph probe would exceed the tenant's daily Graph quota (nothing was probed)."""
+    message = (
+        "the collector's share of the tenant's daily Graph query submissions is spent (COLLECTOR_GRAPH_DAILY_QUERIES "
+        "less COLLECTOR_GRAPH_DAILY_RESERVE, per rolling 24 hours) and the Graph probe submits one: nothing was "
+        f"probed; try again after {slot.quota_until}"
+    )
+    return {
+        "error": {"field": "tenantId", "rule": "daily_quota", "message": message},
+        "budget": {s.source: s.report() for s in slots},
+    }
 
 
 async def run_holding(slots: list[Slot], work: Callable[[], _T]) -> _T:

@@ -24,11 +24,12 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api.budget_slots import BudgetToken, Slot, no_token, run_holding
+from http_api.budget_slots import BudgetToken, Slot, no_token, quota_refusal, run_holding
 from http_api.common import ApiResponse, DurableClient, json_answer
 from http_api.tenants import guid_or_error, resolver_for
 from shared.budget.wire import collection_of
 from shared.doctor import SOURCES, run_doctor
+from shared.doctor.sources import chosen
 from shared.errors import ConfigError
 from shared.requests.validation import InvalidRequest, validate_tenant_id
 from shared.settings import Settings
@@ -87,6 +88,8 @@ async def doctor_response(
     try:
         for slot in slots:
             if not await slot.acquire(timeout / 2 - (time.monotonic() - began)):
+                if slot.quota_until:
+                    return DoctorResponse(503, quota_refusal(slot, slots))
                 busy = {
                     "error": {
                         "field": "tenantId",
@@ -117,7 +120,7 @@ async def _slots(
         settings = Settings.from_env(env)
     except ConfigError:
         return []
-    probed = [s for s in ("graph", "exchange") if source in (s, "all") and settings.budget(s).enabled]
+    probed = [doctor.name for doctor in chosen(source) if settings.budget(doctor.name).enabled]
     if not probed:
         return []
     guid = await guid_or_error(resolver_for(settings), tenant)

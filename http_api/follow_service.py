@@ -25,6 +25,7 @@ from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
 from http_api.follow_request import FollowRequest, validate_follow_request
 from http_api.instance_pages import PAGE_SIZE, InstancePages, ListingError
+from http_api.plan_report import follow_plan, tenant_quota
 from http_api.request_json import parse_request_json
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
@@ -148,6 +149,14 @@ async def start_follow(
             raise
         return _running(follow, raced, request)
     logger.info("started follower %s from %s (resumed: %s)", follow, iso(state.covered_until), resumed is not None)
+    quota = await tenant_quota(client, guid, request.source, settings, now)
+    plan = follow_plan(
+        source=request.source,
+        interval_minutes=request.interval_minutes,
+        every_minutes=request.every_minutes,
+        settings=settings,
+        quota=quota,
+    )
     body_out = {
         "followId": follow,
         "existing": False,
@@ -155,6 +164,7 @@ async def start_follow(
         "coveredFrom": iso(spec.start),
         "coveredUntil": iso(state.covered_until),
         "outputPrefix": output_prefix(spec.tenant_id, follow),
+        "plan": plan,
     }
     return ApiResponse(202, body_out, follow)
 

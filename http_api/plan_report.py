@@ -1,19 +1,42 @@
-"""What a collection's plan commits to, said before it starts: chunks, Graph queries, and warnings.
+"""What a collection's or a follower's plan commits to, said before it starts: chunks, the source's own figures, and
+warnings.
 
-A Graph chunk is one audit query submitted to the tenant (a split adds two more). Microsoft documents no daily limit
-for the audit query API, but community guides quote "at least 200 query submissions a day" per tenant
-(``COLLECTOR_GRAPH_DAILY_QUERIES``); a plan above it is answered with a warning and the interval that fits. A range
-that starts before the tenant's guaranteed retention is collected but may be partial (``shared.timeline.retention``).
+The source says its part (``shared.sources``: Graph, the queries the plan submits against the tenant's daily
+submissions, what the tenant has left now and when the plan will wait; a follower's windows it accepts); the fields
+every plan has carried are there, ``None`` where they are not its source's. What is left of a daily quota is read from
+the tenant budget entity's state (``tenant_quota``) for a source whose budget keeps one. A range that starts before the
+tenant's guaranteed retention is collected but may be partial (``shared.timeline.retention``).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
+from http_api.budget_slots import read_state
+from orchestrators.budget_entity import entity_id
+from shared.budget.quota import quota_view
 from shared.models import Chunk, JsonDict, iso
 from shared.settings import Settings
-from shared.timeline.planning import smallest_interval_minutes
+from shared.sources.registry import sections
+from shared.sources.registry import source as source_named
 from shared.timeline.retention import cutoff, possibly_partial
+
+MINUTES_PER_DAY = 24 * 60
+
+
+async def tenant_quota(client: Any, tenant: str, source: str, settings: Settings, now: datetime) -> JsonDict | None:
+    """The collector's daily submissions in the tenant as its budget entity's state says them at ``now``
+    (``allowed``, ``used``, ``left``, ``until``), or None when the budget keeps no quota for ``source``. A state that
+    cannot be read gives ``left`` None."""
+    options = settings.budget(source)
+    if not options.keeps_quota:
+        return None
+    try:
+        state = await read_state(client, entity_id(tenant, source))
+    except Exception:  # the plan is advice: a store that does not answer leaves "left" unknown, the start goes on
+        return {"allowed": options.quota, "used": None, "left": None, "until": None}
+    return quota_view(state, now, options.quota)
 
 
 def plan_report(
@@ -25,21 +48,21 @@ def plan_report(
     ranges: list[Chunk],
     interval_minutes: int | None = None,
     interval_defaulted: bool = False,
+    quota: JsonDict | None = None,
+    settle: bool = False,
 ) -> JsonDict:
-    """``plan`` of the 202 answer and of the summary: chunk count, Graph queries, the interval and its origin."""
-    queries = chunks if source == "graph" else None
-    warnings: list[str] = []
-    if queries is not None and queries > settings.graph_daily_queries:
-        hint = ""
-        if len(ranges) == 1:
-            fitting = smallest_interval_minutes(ranges[0].start, ranges[0].end, settings.graph_daily_queries)
-            if fitting <= settings.max_interval_minutes:
-                hint = f"; intervalMinutes >= {fitting} plans at most {settings.graph_daily_queries}"
-        warnings.append(
-            f"this plan submits {queries} Graph audit queries (more if windows split), above the "
-            f"{settings.graph_daily_queries} a day a tenant is assumed to accept (COLLECTOR_GRAPH_DAILY_QUERIES; "
-            f"community-quoted, not documented): expect throttling or queries refused until the next day{hint}"
-        )
+    """``plan`` of the 202 answer and of the summary: chunk count, the source's figures (``quota``: what
+    ``tenant_quota`` read), the interval and its origin."""
+    own = source_named(source).plan(
+        chunks=chunks,
+        settings=settings,
+        ranges=ranges,
+        now=now,
+        interval_minutes=interval_minutes,
+        quota=quota,
+        settle=settle,
+    )
+    warnings = list(own.warnings)
     old = possibly_partial(ranges, now, settings.retention_days)
     if old:
         edge = iso(cutoff(now, settings.retention_days))
@@ -51,9 +74,36 @@ def plan_report(
     return {
         "source": source,
         "chunks": chunks,
-        "graphQueries": queries,
+        **sections("plan", source, own.fields),
         "intervalMinutes": interval_minutes,
         "intervalDefault": interval_defaulted,
-        "dailyQueryQuota": settings.graph_daily_queries if source == "graph" else None,
         "warnings": warnings,
+    }
+
+
+# --- followers ---------------------------------------------------------------------------------------------------
+def follow_default(settings: Settings, source: str) -> int:
+    """A follower's window when its request names none: its source's (``COLLECTOR_FOLLOW_EVERY_MINUTES`` unless the
+    source needs longer windows: Graph's daily submissions)."""
+    return source_named(source).follow_default(settings)
+
+
+def follow_refusal(settings: Settings, source: str, interval_minutes: int) -> str | None:
+    """Why a follower with these windows cannot run (its source's reason: Graph's daily quota; None: it can)."""
+    return source_named(source).follow_refusal(settings, interval_minutes)
+
+
+def follow_plan(
+    *, source: str, interval_minutes: int, every_minutes: int, settings: Settings, quota: JsonDict | None
+) -> JsonDict:
+    """``plan`` of a follower's 202 answer: its windows a day, and its source's figures (Graph: the submissions its
+    steady state needs a day and what is left of the quota now)."""
+    own = source_named(source).follow_plan(settings, interval_minutes, quota)
+    return {
+        "source": source,
+        "intervalMinutes": interval_minutes,
+        "everyMinutes": every_minutes,
+        "windowsPerDay": MINUTES_PER_DAY // interval_minutes,
+        **sections("follow", source, own.fields),
+        "warnings": list(own.warnings),
     }

@@ -19,7 +19,7 @@ from activities.manifest_windows import coverage_gaps, union_windows
 from http_api import follow_routes, reuse
 from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, DurableClient, error, json_field, orchestration_input, runtime_status
-from http_api.plan_report import plan_report
+from http_api.plan_report import plan_report, tenant_quota
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
 from shared.models import Chunk, JsonDict
@@ -142,7 +142,10 @@ async def retry_failed(
         # windows every link left out as expired. A link started before these were carried passes none on.
         **_chain_facts(parent, tip_request, expired_json),
     }
-    plan = plan_report(source=spec.source, chunks=len(chunks), settings=settings, now=now, ranges=list(chunks))
+    quota = await tenant_quota(client, spec.budget_tenant, spec.source, settings, now)
+    plan = plan_report(
+        source=spec.source, chunks=len(chunks), settings=settings, now=now, ranges=list(chunks), quota=quota
+    )
     try:
         await client.start_new(
             names.ORCHESTRATOR_COLLECT, retry_id, orchestration_input(spec, request, now, plan, secret=secret)

@@ -140,6 +140,11 @@ class GraphSettings:
     max_concurrent_queries: int = 10
     """Most *unfinished* (notStarted/queued/running) queries per tenant; finished ones never count."""
     concurrency_retry_after_seconds: int = 1
+    daily_submission_quota: int = 200
+    """Most queries created per tenant in any rolling 24 hours of the emulator's clock (``graph_quota``); a create
+    beyond it is answered 429. 0 = no quota."""
+    daily_quota_retry_after_seconds: int = 0
+    """``Retry-After`` of that 429; 0 (default) sends none."""
     delete_supported: bool = False
     """False (default, as the service answers today): DELETE of a query is 404 "No HTTP resource was found ...";
     True: 204 and the query is gone."""
@@ -184,9 +189,6 @@ class GraphSettings:
     short_read_rate: float = 0.2
     """Share of succeeded queries whose first read of ``/records`` ends early (40-90 % of the records, no nextLink);
     later reads are whole."""
-    daily_query_quota: int = 0
-    """Creates per tenant in a rolling 24 h (the emulator's clock) before a 429 without ``Retry-After`` (0: off; the
-    documented figure is "at least 200")."""
 
     def __post_init__(self) -> None:
         for name in ("unknown_error_rate", "gateway_error_rate", "fail_rate", "vanish_rate", "stuck_rate"):

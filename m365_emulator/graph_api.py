@@ -36,6 +36,7 @@ from m365_emulator.graph_model import (
     page_key,
     parse_create_body,
 )
+from m365_emulator.graph_quota import DailySubmissionQuota
 from m365_emulator.ingestion import IngestionSettings, Visibility
 from m365_emulator.state import FaultInjector, Stats, broken_json, corrupt_json
 from m365_emulator.stream import count_matching, iter_matching
@@ -81,6 +82,11 @@ class GraphApi:
         self._queries: dict[str, GraphQuery] = {}
         self._page_reads: Counter[str] = Counter()
         self._faults = GraphFaults()
+        self.quota = DailySubmissionQuota(settings, lambda: self.visibility().as_of, self._created)
+        """The tenant's daily submission quota (``m365_emulator.graph_quota``): every create goes through it."""
+
+    def _created(self, tenant_id: str) -> int:
+        return self.stats.queries_created[tenant_id]
 
     def active_count(self, tenant_id: str) -> int:
         now, delay = self.clock(), self.settings.completion_delay_seconds
@@ -112,7 +118,7 @@ class GraphApi:
             self.stats.bump(counter, (tenant_id, "graph"))
             return fault
         if not rest and method == "POST":
-            return self._create(request, tenant_id, version, roles)
+            return self.quota.gate(tenant_id, request, lambda: self._create(request, tenant_id, version, roles))
         if not rest and method == "GET":
             return self._list(request, tenant_id, version)
         query = self._find(tenant_id, rest[0])
@@ -184,13 +190,6 @@ class GraphApi:
         drawn = GraphFaults.outcome(query_key, self.settings, faults.seed)
         if outcome == "succeeded" and drawn is not None:  # failed, vanished or stuck at a rate
             outcome = drawn
-        if self._faults.over_quota(tenant_id, self.visibility().as_of, self.settings):
-            self.stats.bump(self.stats.quota_429, tenant_id)
-            message = (
-                f"The tenant has reached its limit of {self.settings.daily_query_quota} audit log query submissions "
-                "in 24 hours. Retry later."
-            )
-            return api_error(429, "TooManyRequests", message, request=request)
         extra = jitter(body, start, end, self.settings.completion_jitter_seconds)
         limit = self.settings.max_concurrent_queries
         key = (tenant_id, "graph")

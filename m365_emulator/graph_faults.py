@@ -11,8 +11,8 @@
 * ``short_read_rate`` (0.2): the *first* read of a succeeded query ends early (no ``@odata.nextLink``) after a stable
   40-90 % of its records; later reads are whole (langwatch #7137: the same completed query paged twice within minutes
   gave materially different counts).
-* ``daily_query_quota`` (0: off): creates beyond this many per tenant in a rolling 24 hours (the emulator's clock)
-  are answered 429 without ``Retry-After`` (learn.microsoft.com/graph/throttling-limits: at least 200 per 24 h).
+
+The tenant's daily submission quota is ``m365_emulator.graph_quota`` (``daily_submission_quota``).
 
 Draws are stable per (seed, what is drawn, how many times it was drawn), as the Exchange faults are.
 """
@@ -20,8 +20,6 @@ Draws are stable per (seed, what is drawn, how many times it was drawn), as the 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import deque
 
 from m365_emulator.config import GraphSettings
 from m365_emulator.exchange_faults import StableDraws
@@ -55,8 +53,6 @@ class GraphFaults:
 
     def __init__(self) -> None:
         self._draws = StableDraws()
-        self._lock = threading.Lock()
-        self._submitted: dict[str, deque[float]] = {}
 
     def request_fault(self, request: Request, settings: GraphSettings, seed: int) -> Reply | None:
         """An ``UnknownError`` 400 or an HTML gateway error for this request, or None."""
@@ -84,16 +80,3 @@ class GraphFaults:
         if returned < 2 or _fraction(seed, f"short|{query_key}") >= settings.short_read_rate:
             return None
         return max(1, int(returned * (0.4 + 0.5 * _fraction(seed, f"where|{query_key}"))))
-
-    def over_quota(self, tenant_id: str, now: float, settings: GraphSettings) -> bool:
-        """Whether one more create would exceed the tenant's daily quota (counting it when it does not)."""
-        if settings.daily_query_quota <= 0:
-            return False
-        with self._lock:
-            recent = self._submitted.setdefault(tenant_id, deque())
-            while recent and recent[0] <= now - 86_400:
-                recent.popleft()
-            if len(recent) >= settings.daily_query_quota:
-                return True
-            recent.append(now)
-            return False

@@ -58,7 +58,6 @@ class Stats:
         false_answers: InvokeCommand first calls answered falsely with no rows or a bogus row (``ResultIndex`` -1).
         unknown_errors / gateway_errors: Graph calls answered 400 ``UnknownError`` / a 502 or 504 HTML page.
         short_reads: Graph queries whose first read of ``/records`` ended early (keyed by tenant_id).
-        quota_429: Graph creates refused over ``daily_query_quota`` (keyed by tenant_id).
         tokens_issued: successful token responses (whole emulator).
         query_events: Graph query and Exchange call events in order, for in-flight timelines (``live_timeline``).
         query_finishes: Graph query id -> the ``time.monotonic()`` moment its status turns terminal (succeeded,
@@ -86,7 +85,6 @@ class Stats:
     unknown_errors: Counter[Key] = field(default_factory=Counter)
     gateway_errors: Counter[Key] = field(default_factory=Counter)
     short_reads: Counter[str] = field(default_factory=Counter)
-    quota_429: Counter[str] = field(default_factory=Counter)
     tokens_issued: int = 0
     query_events: list[QueryEvent] = field(default_factory=list)
     query_finishes: dict[str, float] = field(default_factory=dict)

@@ -38,7 +38,7 @@ def run_operation(context: df.DurableEntityContext, settings: Settings, now: dat
     if request.op != "status":
         check_token(settings, request)
     options = settings.budget(source)
-    limits = Limits(options.capacity, options.lease_seconds, options.poll_seconds)
+    limits = Limits(options.capacity, options.lease_seconds, options.poll_seconds, options.quota)
     budget = Budget(BudgetState.from_json(context.get_state(lambda: None, expected_type=dict)))
     answer = budget.handle(request, now, limits)
     context.set_state(budget.state.to_json())

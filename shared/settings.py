@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from shared.audit.config import is_tenant_guid
 from shared.budget.token import collection_token
 from shared.budget.wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.hosting import platform as hosting
 from shared.models import SOURCES
+from shared.values import is_tenant_guid
 
 _T = TypeVar("_T")
 
@@ -123,8 +123,12 @@ class Settings:
     """Chunk length of a Graph collection whose request names no ``intervalMinutes``: a day per query (a query holds
     up to 1,000,000 records, so a month is 30 queries, not 720)."""
     graph_daily_queries: int = 200
-    """Graph audit query submissions a tenant is assumed to accept per day ("at least 200", community-quoted, not
-    documented): a plan that submits more is answered with a warning."""
+    """Graph audit query submissions a tenant accepts per rolling 24 hours, shared with every other tool of the
+    tenant (documented baseline: at least 200, learn.microsoft.com/graph/throttling-limits). The tenant budget keeps
+    the collector's submissions within it less ``graph_daily_reserve``: a lane that would exceed it waits."""
+    graph_daily_reserve: int = 50
+    """Of ``graph_daily_queries``, the submissions per rolling 24 hours the collector leaves to the tenant's other
+    tools (the Purview portal, other collectors, CIPP): the collector itself submits at most the rest."""
     min_split_seconds: int = 60
     poll_interval_seconds: float = 30.0
     """First status check of a Graph query before the collection has learned how long its queries run."""
@@ -162,10 +166,18 @@ class Settings:
     """Tenant budget B for Exchange: concurrent Search-UnifiedAuditLog calls of all collections of one tenant.
     Exchange Online's throttling policy allows 3 concurrent PowerShell connections per identity
     (PowerShellMaxConcurrency), 9 per tenant; the collector uses one app identity. 0 = no budget."""
-    budget_graph: int = 10
-    """Tenant budget B for Graph: unfinished audit log queries of all collections of one tenant. Purview allows 10
-    concurrent audit search jobs per account; Graph's documented baseline is at least 50 queued or running queries
-    per tenant, shared with every other tool. 0 = no budget."""
+    budget_graph: int = 6
+    """Tenant budget B for Graph: unfinished audit log queries of all collections of one tenant. Graph's documented
+    baseline is at least 50 queued or running queries per tenant, shared with every other tool, but tenants are seen
+    to refuse a new search beyond about 10 (CIPP's audit log search creation cites that cap and keeps to 6, deferring
+    on 429; Purview allows 10 concurrent search jobs per account): 6 leaves room for other tools. 0 = no budget."""
+    budget_feed: int = 3
+    """Tenant budget B for the feed: chunks of all collections of one tenant reading the Management Activity API at
+    once. The feed allows 2,000 requests a minute per tenant and publisher; a lane sends one request at a time (a
+    listing page or a blob), so three stay well inside it with room for the tenant's other readers. 0 = no budget."""
+    feed_lag_hours: float = 48.0
+    """How long after a window's end a feed collection reads publications for it: the feed publishes most records
+    within 24 hours (typically 60 to 90 minutes) and some days later; what comes after is a later read's."""
     budget_lease_seconds: float = 600.0
     """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
     budget_poll_seconds: float = 10.0
@@ -195,10 +207,36 @@ class Settings:
         """On any Azure plan (Flex, Linux or Windows Consumption, Premium, Dedicated, Container Apps, Kubernetes)."""
         return self.hosting_plan != hosting.LOCAL
 
+    @property
+    def budget_capacities(self) -> dict[str, int]:
+        """Each source's tenant budget B by the source's name (``COLLECTOR_BUDGET_<SOURCE>``): one line per source."""
+        return {
+            "graph": self.budget_graph,
+            "exchange": self.budget_exchange,
+            "feed": self.budget_feed,
+        }
+
     def budget(self, source: str) -> BudgetOptions:
-        """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
-        capacity = self.budget_graph if source == "graph" else self.budget_exchange
-        return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds)
+        """The tenant budget a collection of ``source`` uses (capacity 0: none; a daily submission quota where the
+        source has one, ``budget_quotas``); ``ConfigError`` for a source with no budget setting (a source added
+        without one must not silently share another's)."""
+        capacity = self.budget_capacities.get(source)
+        if capacity is None:
+            raise ConfigError(f"COLLECTOR_BUDGET_{source.upper()}", f"no tenant budget is set for the {source} source")
+        quota = self.budget_quotas.get(source, 0)
+        return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds, quota)
+
+    @property
+    def budget_quotas(self) -> dict[str, int]:
+        """The daily submission quota the tenant budget keeps, by the name of the source whose queries take a credit
+        of it (Graph's audit queries): a source without one is absent."""
+        return {"graph": self.graph_quota}
+
+    @property
+    def graph_quota(self) -> int:
+        """Graph query submissions the collector may make per rolling 24 hours in one tenant: the tenant's daily
+        quota less the reserve left to its other tools."""
+        return self.graph_daily_queries - self.graph_daily_reserve
 
     def budget_token(self, collection_id: str, run: str = "") -> str:
         """The token one run of a collection (``run``: the run id in its input; "" for the doctor's holder) sends with
@@ -266,6 +304,9 @@ class Settings:
             graph_daily_queries=reader.number(
                 "COLLECTOR_GRAPH_DAILY_QUERIES", d.graph_daily_queries, int, 1, 1_000_000
             ),
+            graph_daily_reserve=reader.number(
+                "COLLECTOR_GRAPH_DAILY_RESERVE", d.graph_daily_reserve, int, 0, 1_000_000
+            ),
             min_split_seconds=reader.number("COLLECTOR_MIN_SPLIT_SECONDS", d.min_split_seconds, int, 1, 86_400),
             poll_interval_seconds=reader.number(
                 "COLLECTOR_POLL_INTERVAL_SECONDS", d.poll_interval_seconds, float, 0, 3600
@@ -302,6 +343,8 @@ class Settings:
                 "COLLECTOR_EXCHANGE_TARGET_FRACTION", d.exchange_target_fraction, float, 0, 1
             ),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
+            budget_feed=reader.number("COLLECTOR_BUDGET_FEED", d.budget_feed, int, 0, 1000),
+            feed_lag_hours=reader.number("COLLECTOR_FEED_LAG_HOURS", d.feed_lag_hours, float, 0, 168),
             budget_lease_seconds=reader.number(
                 "COLLECTOR_BUDGET_LEASE_SECONDS", d.budget_lease_seconds, float, 1, 86_400
             ),
@@ -338,6 +381,8 @@ def _check_consistency(s: Settings) -> None:
         raise ConfigError("COLLECTOR_RETENTION_DAYS", "must not exceed COLLECTOR_MAX_LOOKBACK_DAYS")
     if s.min_interval_minutes > s.max_interval_minutes:
         raise ConfigError("COLLECTOR_MIN_INTERVAL_MINUTES", "must not exceed COLLECTOR_MAX_INTERVAL_MINUTES")
+    if s.graph_daily_reserve >= s.graph_daily_queries:
+        raise ConfigError("COLLECTOR_GRAPH_DAILY_RESERVE", "must be smaller than COLLECTOR_GRAPH_DAILY_QUERIES")
     if s.budget_poll_seconds >= s.budget_lease_seconds:
         raise ConfigError("COLLECTOR_BUDGET_POLL_SECONDS", "must be shorter than COLLECTOR_BUDGET_LEASE_SECONDS")
     if s.clock_file and s.hosted_on_azure:

@@ -274,8 +274,10 @@
   function renderHeader(s, serverNow) {
     const c = s.collection || {};
     const status = document.getElementById("f-status");
+    const quota = !ended && s.budget && s.budget.quota && s.budget.quota.waitingUntil;
     status.textContent = s.status + (s.status !== s.runtimeStatus ? " (" + s.runtimeStatus + ")" : "")
-      + (s.settling ? " \u00b7 settling until " + when(s.settling.until) : "");
+      + (s.settling ? " \u00b7 settling until " + when(s.settling.until) : "")
+      + (quota ? " \u00b7 waiting for the tenant's daily Graph quota until " + when(quota) : "");
     status.className = "status-" + String(s.status).replace(/[^A-Za-z]/g, "");
     setText("f-tenant", c.tenantId || "\u2014");
     setText("f-range", when(c.startDate) + " \u2192 " + when(c.endDate));

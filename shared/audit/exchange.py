@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
+from shared.audit.config import AuditApiConfig, is_initial_domain
 from shared.audit.exchange_paging import (
     RESULT_SIZE,
     SESSION_CAP,
@@ -52,14 +52,16 @@ from shared.audit.exchange_paging import (
     warnings_of,
 )
 from shared.audit.http import ApiIdentity, http_client_for
-from shared.audit.normalise import exchange_item, page_of, pascal
+from shared.audit.normalise import pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
+from shared.audit.record_lines import exchange_page
 from shared.errors import (
     ConfigError,
     NeedsSplitError,
     PermanentApiError,
     RequestValidationError,
 )
+from shared.values import is_tenant_guid
 
 logger = logging.getLogger(__name__)
 
@@ -353,7 +355,7 @@ class ExchangeAuditClient:
             good = cursor.accept(rows)  # rows without a valid ResultIndex are no records: counted, never written
             if not good:
                 continue
-            page = page_of(good, exchange_item)
+            page = exchange_page(good)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page

@@ -28,6 +28,11 @@ Rules:
   ``POST .../cancel``) releases the run's holders and remembers its run id: every later ``acquire`` or renewal
   carrying a token of that run is refused (``refused: "closed"``), so a token read from a finished, cancelled or
   cancelled-after-termination run's history holds nothing. The last ``CLOSED_KEPT`` runs are remembered.
+* **The daily Graph quota.** An ``acquire`` that carries a submission number (``submit``) also takes a credit of the
+  tenant's Graph query submissions over a rolling 24 hours (``shared.budget.quota``), once per number. When the
+  collector's allowance (``Limits.quota``: the tenant's quota less the reserve left to other tools) is spent, it is
+  refused (``quotaUntil``: when the oldest submission leaves the window) instead of granted or queued: its slot and its
+  queue place are given back, since it may wait for hours. Every answer says what is left (``quota``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
+from shared.budget.quota import SubmissionLog
 from shared.budget.token import run_of
 from shared.budget.wire import MAX_LEASE_SECONDS, BudgetRequest, collection_of
 from shared.models import JsonDict, iso, parse_iso
@@ -64,6 +70,8 @@ class Limits:
     capacity: int
     lease_seconds: float = MAX_LEASE_SECONDS
     wait_seconds: float = MAX_LEASE_SECONDS
+    quota: int = 0
+    """Graph query submissions the collector may make per rolling 24 hours in the tenant (0: none are counted)."""
 
 
 def waiter_ttl(lease_seconds: float, wait_seconds: float) -> float:
@@ -79,6 +87,9 @@ class Lease:
     until: datetime
     grant: int
     """The grant's sequence number (1, 2, ...): the order in which the budget handed out slots."""
+    credited: int = 0
+    """The submission number whose quota credit was taken with this lease (0: none): an ``acquire`` re-sent with the
+    same number takes no second credit."""
 
 
 @dataclass(slots=True)
@@ -107,13 +118,14 @@ class BudgetState:
     loss once (a renewal re-sent after a crash does not count it again)."""
     closed: list[str] = field(default_factory=list)
     """Runs that ended (the first ``RUN_MARK_CHARS`` of their id), newest last, at most ``CLOSED_KEPT``."""
+    submissions: SubmissionLog = field(default_factory=SubmissionLog)
+    """Graph query submissions credited in the last 24 hours (per minute: at most 1,440 entries)."""
+    quota_refused: int = 0
+    """Submissions refused because the daily allowance was spent (each asked again later)."""
 
     def to_json(self) -> JsonDict:
         return {
-            "leases": [
-                {"holder": x.holder, "since": iso(x.since), "until": iso(x.until), "grant": x.grant}
-                for x in self.leases.values()
-            ],
+            "leases": [_lease_json(x) for x in self.leases.values()],
             "waiters": [{"holder": w.holder, "since": iso(w.since), "until": iso(w.until)} for w in self.waiters],
             "clock": iso(self.clock) if self.clock else None,
             "granted": self.granted,
@@ -124,16 +136,15 @@ class BudgetState:
             "lost": self.lost,
             "taken": list(self.taken),
             "closed": list(self.closed),
+            "submissions": self.submissions.to_json(),
+            "quotaRefused": self.quota_refused,
         }
 
     @classmethod
     def from_json(cls, data: JsonDict | None) -> BudgetState:
         if not data:
             return cls()
-        leases = [
-            Lease(str(x["holder"]), parse_iso(x["since"]), parse_iso(x["until"]), int(x["grant"]))
-            for x in data.get("leases", [])
-        ]
+        leases = [_lease_of(x) for x in data.get("leases", [])]
         clock = data.get("clock")
         return cls(
             leases={x.holder: x for x in leases},
@@ -149,6 +160,8 @@ class BudgetState:
             lost=int(data.get("lost", 0)),
             taken=[str(h) for h in data.get("taken") or []][-TAKEN_KEPT:],
             closed=[str(r) for r in data.get("closed") or []][-CLOSED_KEPT:],
+            submissions=SubmissionLog.from_json(data.get("submissions")),
+            quota_refused=int(data.get("quotaRefused", 0)),
         )
 
 
@@ -161,14 +174,20 @@ class Budget:
 
     def handle(self, request: BudgetRequest, now: datetime, limits: Limits | int) -> JsonDict:
         limits = limits if isinstance(limits, Limits) else Limits(limits)
-        request = _clamped(request, limits)
-        now = self._advance(now)
+        answer = self._handle(_clamped(request, limits), self._advance(now), limits)
+        if limits.quota > 0:
+            answer["quota"] = self.state.submissions.view(self.state.clock or now, limits.quota)
+        return answer
+
+    def _handle(self, request: BudgetRequest, now: datetime, limits: Limits) -> JsonDict:
         capacity = limits.capacity
         if request.op in ("acquire", "renew", "renew_collection") and self.is_closed(request.token):
             return self._closed(request, capacity)
         if request.op == "acquire":
             if request.release:  # the slot of a lane that just ended, given back first (one call, not two)
                 self._release(request.release)
+            if request.submit and limits.quota > 0:
+                return self._acquire_submission(request, now, limits.quota, capacity)
             return self._acquire(request, now, capacity)
         if request.op == "renew":
             return self._renew(request, now, capacity)
@@ -237,6 +256,7 @@ class Budget:
         kept = [w for w in self.state.waiters if w.until > now]
         self.state.lapsed_waiters += len(self.state.waiters) - len(kept)
         self.state.waiters = kept
+        self.state.submissions.prune(now)
         return now
 
     def _acquire(self, request: BudgetRequest, now: datetime, capacity: int) -> JsonDict:
@@ -267,6 +287,28 @@ class Budget:
             seconds=waiter_ttl(request.lease_seconds, request.wait_seconds)
         )
         return {"granted": False, "holder": request.holder, "position": index + 1, **self._counts(capacity)}
+
+    def _acquire_submission(self, request: BudgetRequest, now: datetime, quota: int, capacity: int) -> JsonDict:
+        """``acquire`` for a Graph query submission: a slot and a credit of the daily quota, or neither. Refused while
+        the allowance is spent (its slot and queue place given back: it may wait for hours, and waits for the quota,
+        not for a slot); the credit is taken when the slot is granted, once per submission number."""
+        held = self.state.leases.get(request.holder)
+        if held is not None and held.credited == request.submit:  # its credit was taken: a re-sent acquire
+            return {**self._acquire(request, now, capacity), "credit": request.submit}
+        until = self.state.submissions.free_at(now, quota)
+        if until is not None:
+            self._release(request.holder)
+            self.state.quota_refused += 1
+            return {"granted": False, "holder": request.holder, "position": None, "quotaUntil": iso(until),
+                    **self._counts(capacity)}  # fmt: skip
+        answer = self._acquire(request, now, capacity)
+        if answer["granted"]:
+            self.state.submissions.take(now)
+            answer["credit"] = request.submit
+            lease = self.state.leases.get(request.holder)
+            if lease is not None:
+                lease.credited = request.submit
+        return answer
 
     def _refusal(self, holder: str) -> str | None:
         """Why a holder may not join the queue: one entry per collection, at most ``MAX_WAITERS`` entries."""
@@ -325,6 +367,19 @@ class Budget:
 
     def _counts(self, capacity: int) -> JsonDict:
         return {"held": len(self.state.leases), "waiting": len(self.state.waiters), "capacity": capacity}
+
+
+def _lease_of(data: JsonDict) -> Lease:
+    holder, grant, credited = str(data["holder"]), int(data["grant"]), int(data.get("credited") or 0)
+    return Lease(holder, parse_iso(data["since"]), parse_iso(data["until"]), grant, credited)
+
+
+def _lease_json(lease: Lease) -> JsonDict:
+    data: JsonDict = {"holder": lease.holder, "since": iso(lease.since), "until": iso(lease.until)}
+    data["grant"] = lease.grant
+    if lease.credited:
+        data["credited"] = lease.credited
+    return data
 
 
 def _clamped(request: BudgetRequest, limits: Limits) -> BudgetRequest:

@@ -18,17 +18,21 @@ from shared.models import SOURCES, JsonDict
 
 OPERATIONS = ("acquire", "renew", "renew_collection", "release", "release_collection", "status")
 """``acquire`` asks for (or keeps) a slot and joins the queue if none is free (with ``release``, it first gives back
-the slot of a lane of the same collection that just ended); ``renew`` keeps a held slot without queueing;
-``renew_collection`` renews the listed holders of one collection at once (one operation per renewal period for the
-whole collection, instead of one per lane); ``release`` gives a slot (or a queue place) back; ``release_collection``
-releases every holder of one collection (with ``close``, the run its token names has ended: its token acquires nothing
-any more); ``status`` answers a snapshot. Every operation but ``status`` carries the run's ``token``."""
+the slot of a lane of the same collection that just ended; with ``submit``, it also takes a credit of the tenant's
+daily Graph query submissions, or is refused until one is free: ``shared.budget.quota``); ``renew`` keeps a held
+slot without queueing; ``renew_collection`` renews the listed holders of one collection at once (one operation per
+renewal period for the whole collection, instead of one per lane); ``release`` gives a slot (or a queue place) back;
+``release_collection`` releases every holder of one collection (with ``close``, the run its token names has ended: its
+token acquires nothing any more); ``status`` answers a snapshot. Every operation but ``status`` carries the run's
+``token``."""
 
 _HOLDER = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_-]{0,63})/([0-9]{1,9})$")
 MAX_LEASE_SECONDS = 86_400.0
 MAX_HOLDERS = 1000
 """Holders one ``renew_collection`` may list (a collection's K is at most 100 lanes)."""
 MIN_WAIT_SECONDS = 0.01
+MAX_SUBMISSION = 1_000_000_000
+"""The highest submission number an ``acquire`` may carry."""
 SLOT_MARGIN_SECONDS = 10.0
 _TOKEN = re.compile(r"^[0-9a-f]{0,64}$")
 """A token: a run id (32 hex) and an HMAC (32 hex), an HMAC alone, or nothing (no secret)."""
@@ -89,6 +93,10 @@ class BudgetRequest:
     """``acquire``: a holder of the same collection to release first (the lane that just ended)."""
     close: bool = False
     """``release_collection``: the run has ended; later operations with its token are refused."""
+    submit: int = 0
+    """``acquire``: the number of the Graph query submission this slot is asked for (unique within the collection;
+    0: none). Granted, it takes one credit of the tenant's daily submissions, once per number: an ``acquire`` re-sent
+    with the same number (after a crash) takes none."""
 
     @property
     def owner(self) -> str:
@@ -124,13 +132,18 @@ class BudgetRequest:
         lease = _seconds(data.get("leaseSeconds"), "leaseSeconds", 1.0, MAX_LEASE_SECONDS)
         wait = _seconds(data.get("waitSeconds"), "waitSeconds", MIN_WAIT_SECONDS, lease)
         release = data.get("release", "") if op == "acquire" else ""
+        submit = data.get("submit", 0) if op == "acquire" else 0
+        if isinstance(submit, bool) or not isinstance(submit, int) or not 0 <= submit <= MAX_SUBMISSION:
+            raise RequestValidationError("submit", f"must be a submission number between 0 and {MAX_SUBMISSION}")
         if release and (
             not isinstance(release, str)
             or not _HOLDER.fullmatch(release)
             or collection_of(release) != collection_of(holder)
         ):
             raise RequestValidationError("release", "must be a holder id of the same collection")
-        return cls(op, holder=holder, lease_seconds=lease, wait_seconds=wait, token=token, release=release)
+        return cls(
+            op, holder=holder, lease_seconds=lease, wait_seconds=wait, token=token, release=release, submit=submit
+        )
 
     @classmethod
     def _renew_collection(cls, data: JsonDict, token: str) -> BudgetRequest:
@@ -173,6 +186,8 @@ class BudgetRequest:
             data = {"holder": self.holder, "leaseSeconds": self.lease_seconds, "waitSeconds": self.wait_seconds}
             if self.release:
                 data["release"] = self.release
+            if self.submit:
+                data["submit"] = self.submit
         if self.token:
             data["token"] = self.token
         return data
@@ -192,11 +207,15 @@ class BudgetOptions:
 
     ``capacity`` 0 means no budget: the collection never calls the entity. A held slot is renewed every third of
     its lease, so two renewals can be late before it lapses; a queued lane asks again every ``poll_seconds``.
+    ``quota``: the Graph query submissions the collector may make per rolling 24 hours in the tenant (its daily
+    quota less the reserve left to other tools); a lane takes a credit before each submission. 0: no credits are
+    asked (Exchange, and an input written before the quota was kept).
     """
 
     capacity: int = 0
     lease_seconds: float = 600.0
     poll_seconds: float = 10.0
+    quota: int = 0
 
     @property
     def enabled(self) -> bool:
@@ -212,7 +231,12 @@ class BudgetOptions:
         entity and of the one that runs an activity to differ (NTP keeps Azure's within a second)."""
         return min(SLOT_MARGIN_SECONDS, self.lease_seconds / 10)
 
-    def acquire(self, holder: str, *, token: str = "", release: str = "") -> BudgetRequest:
+    @property
+    def keeps_quota(self) -> bool:
+        """Lanes take a submission credit before each Graph query they submit."""
+        return self.enabled and self.quota > 0
+
+    def acquire(self, holder: str, *, token: str = "", release: str = "", submit: int = 0) -> BudgetRequest:
         return BudgetRequest(
             "acquire",
             holder,
@@ -220,6 +244,7 @@ class BudgetOptions:
             wait_seconds=self.poll_seconds,
             token=token,
             release=release,
+            submit=submit,
         )
 
     def renew(self, holder: str, *, token: str = "") -> BudgetRequest:
@@ -238,10 +263,17 @@ class BudgetOptions:
         )
 
     def to_json(self) -> JsonDict:
-        return {"capacity": self.capacity, "leaseSeconds": self.lease_seconds, "pollSeconds": self.poll_seconds}
+        return {
+            "capacity": self.capacity,
+            "leaseSeconds": self.lease_seconds,
+            "pollSeconds": self.poll_seconds,
+            "quota": self.quota,
+        }
 
     @classmethod
     def from_json(cls, data: JsonDict | None) -> BudgetOptions:
         if not data:
             return cls()
-        return cls(int(data["capacity"]), float(data["leaseSeconds"]), float(data["pollSeconds"]))
+        return cls(
+            int(data["capacity"]), float(data["leaseSeconds"]), float(data["pollSeconds"]), int(data.get("quota", 0))
+        )

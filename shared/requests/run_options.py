@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.audit.exchange_paging import RESULT_SIZE
 from shared.budget.wire import BudgetOptions
@@ -40,24 +40,34 @@ class RunOptions:
     before the budget existed reads as, so such a collection goes on exactly as it started)."""
     budget_lease_seconds: float = 600.0
     budget_poll_seconds: float = 10.0
+    budget_quota: int = 0
+    """Graph: the collector's daily query submissions in the tenant (``BudgetOptions.quota``); 0 (Exchange, or an
+    input written before the quota was kept): lanes take no submission credits."""
     retention_days: int = 0
     """How long the tenant is sure to keep every record (``COLLECTOR_RETENTION_DAYS`` when the collection started):
     older windows are flagged possibly partial. 0 (an input written before it existed): nothing is flagged."""
     exchange_target_records: int = 0
     """Exchange: a chunk expected to hold more records than this is split before its lane starts
-    (``shared.window.sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
+    (``shared.sources.exchange.sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
     exchange_target_records_continuing: int = 0
     """The same, once the service's sessions are known to continue (a fraction of the session cap)."""
+    source_options: JsonDict = field(default_factory=dict)
+    """What the collection's source fixed when it started, in its own words (``shared.sources``: a source added later
+    keeps its knobs here rather than in new fields). Left out of the JSON when empty, so the inputs of the sources
+    that need none stay as they were."""
 
     @property
     def budget(self) -> BudgetOptions:
-        return BudgetOptions(self.budget_capacity, self.budget_lease_seconds, self.budget_poll_seconds)
+        return BudgetOptions(
+            self.budget_capacity, self.budget_lease_seconds, self.budget_poll_seconds, self.budget_quota
+        )
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, max_concurrency: int, *, source: str = "graph", high_completeness: bool = False
+        cls, settings: Settings, max_concurrency: int, *, budget: BudgetOptions, high_completeness: bool = False
     ) -> RunOptions:
-        budget = settings.budget(source)
+        """The options of a collection started now: from the settings, with its source's tenant budget (a source
+        builds them: ``shared.sources``)."""
         return cls(
             max_concurrency=max_concurrency,
             poll_interval_seconds=settings.poll_interval_seconds,
@@ -76,6 +86,7 @@ class RunOptions:
             budget_capacity=budget.capacity,
             budget_lease_seconds=budget.lease_seconds,
             budget_poll_seconds=budget.poll_seconds,
+            budget_quota=budget.quota,
             retention_days=settings.retention_days,
             exchange_target_records=round(
                 settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)
@@ -112,10 +123,17 @@ class RunOptions:
         return max(delay, retry_after or 0.0)
 
     def to_json(self) -> JsonDict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        out = {name: getattr(self, name) for name in self.__slots__}
+        if not self.source_options:
+            del out["source_options"]
+        else:
+            out["source_options"] = dict(self.source_options)
+        return out
 
     @classmethod
     def from_json(cls, data: JsonDict) -> RunOptions:
         """Unknown keys (an option of an older or newer version) are ignored; missing ones take their default."""
         known = {name: data[name] for name in cls.__slots__ if name in data}
+        if "source_options" in known:
+            known["source_options"] = dict(known["source_options"] or {})
         return cls(**known)

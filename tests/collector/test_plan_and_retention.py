@@ -39,6 +39,8 @@ def test_the_answer_says_how_many_graph_queries_the_plan_submits() -> None:
     assert plan == {
         "source": "graph", "chunks": 30, "graphQueries": 30, "intervalMinutes": 1440, "intervalDefault": True,
         "dailyQueryQuota": 200, "warnings": [],
+        "submissions": {"needed": 30, "rereads": 0, "allowedPerDay": 150, "reserve": 50, "leftNow": 150,
+                        "nextFreeAt": None, "kept": True, "waits": False},
     }  # fmt: skip
     summary = call(service.collection_summary(client, "plan0001")).body
     assert summary["plan"] == plan
@@ -50,7 +52,10 @@ def test_a_plan_above_the_daily_quota_is_started_with_a_warning_naming_the_inter
     assert response.status == 202
     (warning,) = response.body["plan"]["warnings"]
     assert response.body["plan"]["graphQueries"] == 720
-    assert "720 Graph audit queries" in warning and "intervalMinutes >= 216" in warning  # 43,200 min / 200
+    assert response.body["plan"]["submissions"]["waits"] is True
+    assert "720 Graph audit queries" in warning and "150 per rolling 24 hours" in warning
+    assert "150 of them are left now" in warning and "at least 4 more days" in warning  # (720 - 150) / 150
+    assert "intervalMinutes >= 288" in warning  # 43,200 min / 150
     exchange, _ = start({**body, "tenantId": TENANT, "source": "exchange"})
     assert exchange.body["plan"]["graphQueries"] is None and exchange.body["plan"]["warnings"] == []
 

@@ -21,7 +21,7 @@ def test_the_defaults_are_the_least_convenient_plausible_service() -> None:
     assert not settings.limit_flag and settings.send_record_count_limit and not settings.retry_after_on_429
     assert settings.short_read_rate > 0 and settings.unknown_error_rate > 0 and settings.gateway_error_rate > 0
     # Each costs a submission (and a suite cannot wait on a stuck one): knobs the tests turn on (README)
-    assert settings.fail_rate == settings.vanish_rate == settings.stuck_rate == 0 and settings.daily_query_quota == 0
+    assert settings.fail_rate == settings.vanish_rate == settings.stuck_rate == 0
     with pytest.raises(ValueError, match="fail_rate"):
         GraphSettings(fail_rate=0.6, vanish_rate=0.6)
 
@@ -84,13 +84,3 @@ def test_queries_fail_vanish_or_stay_running_at_a_rate(outcome: str, knob: str) 
         else:
             time.sleep(0.2)  # four times the completion delay
             assert graph.get(url).json()["status"] == "running"
-
-
-def test_a_daily_quota_refuses_creates_past_it_with_a_429_without_retry_after() -> None:
-    with _emulator(daily_query_quota=3) as emu:
-        graph = _session(emu)
-        body = {"filterStartDateTime": _z(T0), "filterEndDateTime": _z(T0 + timedelta(hours=1))}
-        answers = [graph.post(queries_url(emu), json=body) for _ in range(5)]
-        assert [a.status_code for a in answers] == [201, 201, 201, 429, 429]
-        assert "Retry-After" not in answers[3].headers and "24 hours" in answers[3].json()["error"]["message"]
-        assert emu.stats.quota_429[TENANT] == 2 and emu.stats.queries_created[TENANT] == 3

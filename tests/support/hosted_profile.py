@@ -4,7 +4,8 @@
 setting a local host can have: the task hub, the tenant budget's key (``COLLECTOR_BUDGET_SECRET``: required on Azure,
 so every test host signs and checks what Azure signs and checks), the default source and retention the template
 passes, the app registration. Everything the template leaves unset keeps the code's default there, so it is left unset
-here too: the tenant budget is on (B = 10 for Graph, 3 for Exchange), polls and retries are the production ones.
+here too: the tenant budget is on (B = 6 for Graph, 3 for Exchange; the daily Graph quota kept), polls and retries are
+the production ones.
 ``tests/collector/test_hosted_profile.py`` holds this profile to the template and to
 ``shared.hosting.azure_settings`` (what Azure requires), so the two cannot drift apart.
 
@@ -57,7 +58,8 @@ AZURE_ONLY = frozenset(
 store), Application Insights, the host's function timeout, the managed identity, and the two replaced by named
 conveniences (the Key Vault certificate by ``client_secret``, the blob account by ``output_folder``)."""
 
-GUARDED = (TASK_HUB_SETTING, BUDGET_KEY_SETTING, "COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE")
+BUDGETS = ("COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE", "COLLECTOR_BUDGET_FEED")
+GUARDED = (TASK_HUB_SETTING, BUDGET_KEY_SETTING, *BUDGETS)
 """Settings a test may only change through ``deviations``: the hub, the budget key, and turning a budget off."""
 
 
@@ -151,4 +153,4 @@ def checked(extra: Mapping[str, str] | None, *, base: Mapping[str, str]) -> dict
 
 def _keeps_budget(name: str, value: str) -> bool:
     """A test may size a budget (B = 2 to see contention); turning it off is a deviation."""
-    return name in ("COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE") and value.strip() not in ("", "0")
+    return name in BUDGETS and value.strip() not in ("", "0")
