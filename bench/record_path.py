@@ -64,7 +64,11 @@ def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
 
     config = EmulatorConfig(
         tenants=[TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=3, records_per_hour=records_per_hour)],
-        graph=GraphSettings(completion_delay_seconds=0.0, record_count_limit=100_000_000),
+        # The adapter alone, no collector window to resubmit a query the service fails, loses or leaves running:
+        # the path measured needs one that finishes.
+        graph=GraphSettings(
+            completion_delay_seconds=0.0, record_count_limit=100_000_000, fail_rate=0, vanish_rate=0, stuck_rate=0
+        ),
         exchange=ExchangeSettings(session_cap=10_000_000, max_concurrent_sessions=10),
         faults=FaultConfig(broken_page_rate=0.0, slow_page_seconds=page_latency),
     )

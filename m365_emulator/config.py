@@ -177,15 +177,15 @@ class GraphSettings:
     """Share of calls answered 400 ``UnknownError`` (not auditing off); nothing was done (``graph_faults``)."""
     gateway_error_rate: float = 0.01
     """Share of calls answered 502/504 with an HTML page and no ``Retry-After``; nothing was done."""
-    fail_rate: float = 0.0
-    """Share of queries that end ``failed`` (a stable draw per display name and window). 0 by default, like
-    ``stuck_rate``: each one costs a submission, and read-only probes over live windows (the doctor) cannot give one
-    back; the collector's resubmissions are tested with it on."""
-    vanish_rate: float = 0.0
-    """Share of queries gone (404) once they would have finished (0 by default, as ``fail_rate``)."""
-    stuck_rate: float = 0.0
-    """Share of queries that stay ``running`` (0 by default: a client gives up on one only after hours or many
-    checks, longer than a test suite can wait; tests turn it on with a low ``COLLECTOR_MAX_POLLS``)."""
+    fail_rate: float = 0.05
+    """Share of queries that end ``failed`` (a stable draw per display name and window): a client submits such a
+    query again, a bounded number of times (CIPP re-plans failed searches). The rate is this emulator's assumption."""
+    vanish_rate: float = 0.02
+    """Share of queries gone (404, and from the list) once they would have finished."""
+    stuck_rate: float = 0.02
+    """Share of queries that stay ``running`` for good: a client gives up on one after a bound of its own (the
+    collector after ``COLLECTOR_MAX_POLLS`` checks or four hours; its end-to-end hosts check every 0.2 s and give up
+    after 40, the ``fast_polls`` convenience) and submits it again."""
     short_read_rate: float = 0.2
     """Share of succeeded queries whose first read of ``/records`` ends early (40-90 % of the records, no nextLink);
     later reads are whole."""
