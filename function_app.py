@@ -12,6 +12,7 @@ import azure.functions as func
 
 from activities.admission import bp as admission_activities
 from activities.exchange import bp as exchange_activities
+from activities.feed import bp as feed_activities
 from activities.finalize import bp as finalize_activity
 from activities.graph import bp as graph_activities
 from http_api.collections import bp as collections_api
@@ -38,6 +39,7 @@ for blueprint in (
     chain_claim_entity,
     graph_activities,
     exchange_activities,
+    feed_activities,
     finalize_activity,
     admission_activities,
     doctor_api,

@@ -7,6 +7,7 @@ they stream to the sink and only counts plus a claim check (object name, SHA-256
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -24,10 +25,12 @@ from shared.audit.ports import (
 from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import CollectorError, NeedsSplitError, QueryFailedError, TransientApiError
 from shared.log_fields import log_event
-from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
+from shared.models import ActivityResult, Chunk, JsonDict
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
-from shared.window import chunk_rules
+from shared.sources.graph import query_rules
+from shared.sources.graph.calls import GraphChecked, GraphDeleted, GraphSubmit, GraphSubmitted
+from shared.window.calls import ChunkCall
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +67,9 @@ def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
 
 
 def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
-    chunk = Chunk.from_json(payload["chunk"])
+    submit = GraphSubmit.from_json(payload)
+    call = submit.call
+    chunk = call.chunk
 
     def body() -> ActivityResult:
         # An earlier run may have created the query: a failed attempt, or this very attempt run twice (the worker
@@ -72,9 +77,7 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
         # is unchanged). Reuse it: the quota counts creates, and a lost id would leak a live query. The chunk's
         # submit record says what earlier runs did; only a run that died between its intent and its id leaves the
         # question open, and only then is the tenant's query list searched by name (a page per hundred queries).
-        chunk_name = names.chunk_object_name(
-            str(payload["tenantId"]), str(payload["collectionId"]), chunk.start, chunk.end
-        )
+        chunk_name = names.chunk_object_name(call.tenant_id, call.collection_id, chunk.start, chunk.end)
         record = names.query_record_name(chunk_name)
         # A window read before (a settle pass, a follower's re-read) needs a query of its own, created now: its name
         # carries the content it reads over, so a look-up by name never finds the earlier read's query.
@@ -82,9 +85,9 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
         after = over.sha256 if over is not None else None
         # A query that failed, vanished or stayed unfinished is resubmitted under a name of its own (the look-up by
         # name must not find the one given up on), a bounded number of times (each costs a submission).
-        again = int(payload.get("resubmit") or 0)
+        again = submit.resubmit
         display = (
-            query_display_name(str(payload["collectionId"]), chunk)
+            query_display_name(call.collection_id, chunk)
             + (f"-{after[:8]}" if after else "")
             + (f"-r{again}" if again else "")
         )
@@ -93,8 +96,8 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
         if recorded is not None and (recorded.get("after") != after or int(recorded.get("resubmit") or 0) != again):
             recorded = None  # left by an earlier read of the window, or the query given up on: not this one
         if recorded is not None and recorded.get("queryId"):
-            return ActivityResult.success({"queryId": str(recorded["queryId"])})
-        deadline = SlotDeadline.of(payload)
+            return ActivityResult.success(GraphSubmitted(str(recorded["queryId"])).to_json())
+        deadline = SlotDeadline.of(call.slot_json)
         deadline.check("the query's create")  # the lane's budget slot must still be held
         with deadline.guarding(every_request=True):  # ...and still be, right before each request
             query_id = None
@@ -103,11 +106,10 @@ def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Json
             if query_id is None:
                 intent = {"displayName": display, "after": after, "resubmit": again}
                 write_bytes(sink, record, json.dumps(intent).encode())
-                filters = filters_from_json(payload.get("filters"))
-                query_id = api.create_query(chunk.window(), filters, display_name=display)
+                query_id = api.create_query(chunk.window(), call.filters, display_name=display)
         done = {"displayName": display, "queryId": query_id, "after": after, "resubmit": again}
         write_bytes(sink, record, json.dumps(done).encode())
-        return ActivityResult.success({"queryId": query_id})
+        return ActivityResult.success(GraphSubmitted(query_id).to_json())
 
     return _guard(body)
 
@@ -116,15 +118,16 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
     """Check the chunk's query; once it is finished and needs no split, export it in the same call.
 
     One activity instead of a status check followed by an export saves the orchestration a step per chunk. The
-    decision (``shared.window.chunk_rules.graph_outcome``) reads the query's status and the payload's
+    decision (``shared.sources.graph.query_rules.graph_outcome``) reads the query's status and the input's
     ``allowIncomplete`` (the window cannot be split any further) and ``maxRecords``. Records the request's filters
     exclude are trimmed and counted (``shared.audit.filter_check``): the service's own filtering is not trusted.
     """
-    chunk = Chunk.from_json(payload["chunk"])
+    call = ChunkCall.from_json(payload)
+    chunk = call.chunk
 
     def body() -> ActivityResult:
-        query_id = str(payload["queryId"])
-        deadline = SlotDeadline.of(payload)
+        query_id = str(call.query_id)
+        deadline = SlotDeadline.of(call.slot_json)
         deadline.check("the query's status check")  # the lane's budget slot must still be held
         with deadline.guarding(every_request=True):  # ...and still be, right before each request and page
             return checked_and_exported(query_id)
@@ -134,35 +137,31 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
             status = api.get_query(query_id)
         except QueryFailedError as exc:  # gone from the service (404): the lane resubmits it, a bounded number of times
             logger.warning("audit query %s vanished: %s", query_id, exc)
-            return ActivityResult.success({"outcome": chunk_rules.FAILED, "rawStatus": "vanished (404)"})
-        splittable = not bool(payload.get("allowIncomplete", False))
-        outcome = chunk_rules.graph_outcome(
-            status, splittable=splittable, max_records=int(payload.get("maxRecords") or 0)
+            return ActivityResult.success(GraphChecked(query_rules.FAILED, "vanished (404)").to_json())
+        splittable = not call.allow_incomplete
+        outcome = query_rules.graph_outcome(status, splittable=splittable, max_records=call.max_records)
+        checked = GraphChecked(
+            outcome, status.raw_status, status.record_count_limit_exceeded, status.approximate_record_count
         )
-        checked: JsonDict = {
-            "outcome": outcome,
-            "rawStatus": status.raw_status,
-            "limitExceeded": status.record_count_limit_exceeded,
-            "approximateCount": status.approximate_record_count,
-        }
-        if outcome == chunk_rules.SPLIT:
-            return ActivityResult.split(checked)
-        if outcome in (chunk_rules.PENDING, chunk_rules.FAILED):
-            return ActivityResult.success(checked)
+        if outcome == query_rules.SPLIT:
+            return ActivityResult.split(checked.to_json())
+        if outcome in (query_rules.PENDING, query_rules.FAILED):
+            return ActivityResult.success(checked.to_json())
         # Read until the export agrees with what the query said it holds (a capped export splits the window).
         reads = GraphReads(api, query_id, status, splittable=splittable)
         summary = write_window(  # a window read before (a settle pass) is replaced only where it changed
             sink,
-            tenant_id=str(payload["tenantId"]),
-            collection_id=str(payload["collectionId"]),
+            tenant_id=call.tenant_id,
+            collection_id=call.collection_id,
             chunk=chunk,
             pages=reads.pages(),
-            attempt=int(payload.get("attempt", 1)),
-            incomplete=lambda: outcome == chunk_rules.EXPORT_INCOMPLETE or reads.incomplete,
-            check=FilterCheck.of(filters_from_json(payload.get("filters"))),
+            attempt=call.attempt,
+            incomplete=lambda: outcome == query_rules.EXPORT_INCOMPLETE or reads.incomplete,
+            check=FilterCheck.of(call.filters),
             evidence=lambda: (reads.evidence(),),
         )
-        return ActivityResult.success({**checked, "summary": summary.to_json(), "reads": len(reads.reads)})
+        exported = dataclasses.replace(checked, summary=summary.to_json(), reads=len(reads.reads))
+        return ActivityResult.success(exported.to_json())
 
     return _guard(body)
 
@@ -173,17 +172,18 @@ def graph_delete(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
     The service does not support DELETE today (a 404 "No HTTP resource was found"): that is "deleteUnsupported".
     Any other failure is "deleteFailed". The chunk's outcome never changes.
     """
+    query_id = str(payload["queryId"])  # a ChunkCall's: the query is all a DELETE needs of it
     try:
-        outcome = api.delete_query(str(payload["queryId"]))
+        outcome = api.delete_query(query_id)
     except CollectorError as exc:
         logger.warning("could not delete audit query (%s): %s", exc.kind, exc)
-        data = {"deleted": False, "disposition": "deleteFailed", "kind": exc.kind, "reason": redact(str(exc))[:300]}
-        return ActivityResult.success(data).to_json()
+        failed = GraphDeleted(False, "deleteFailed", reason=redact(str(exc))[:300], kind=exc.kind)
+        return ActivityResult.success(failed.to_json()).to_json()
     if not outcome.deleted:
-        logger.info("audit query %s was not deleted: %s", payload["queryId"], outcome.detail)
-        data = {"deleted": False, "disposition": "deleteUnsupported", "reason": redact(outcome.detail)[:300]}
-        return ActivityResult.success(data).to_json()
-    return ActivityResult.success({"deleted": True, "disposition": "deleted"}).to_json()
+        logger.info("audit query %s was not deleted: %s", query_id, outcome.detail)
+        unsupported = GraphDeleted(False, "deleteUnsupported", reason=redact(outcome.detail)[:300])
+        return ActivityResult.success(unsupported.to_json()).to_json()
+    return ActivityResult.success(GraphDeleted(True, "deleted").to_json()).to_json()
 
 
 def exchange_collect(api: AuditSearchApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
@@ -194,12 +194,12 @@ def exchange_collect(api: AuditSearchApi, sink: ChunkSink, payload: JsonDict) ->
     """
     from activities.chunk_parts import ChunkParts
     from activities.exchange_calls import exchange_call
+    from shared.sources.exchange.calls import ExchangeCall
 
-    chunk = Chunk.from_json(payload["chunk"])
-    parts = ChunkParts(
-        sink, tenant_id=str(payload["tenantId"]), collection_id=str(payload["collectionId"]), chunk=chunk
-    )
-    return _guard(lambda: exchange_call(api, parts, payload))
+    call = ExchangeCall.from_json(payload)
+    base = call.call
+    parts = ChunkParts(sink, tenant_id=base.tenant_id, collection_id=base.collection_id, chunk=base.chunk)
+    return _guard(lambda: exchange_call(api, parts, call))
 
 
 def finalize(sink: ChunkSink, payload: JsonDict) -> JsonDict:

@@ -26,7 +26,8 @@ from shared.audit.exchange_session import BlockRead, ExchangeCursor, read_call
 from shared.audit.ports import AuditSearchApi
 from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import NeedsSplitError
-from shared.models import ActivityResult, Chunk, JsonDict, filters_from_json
+from shared.models import ActivityResult, JsonDict
+from shared.sources.exchange.calls import ExchangeCall, ExchangeCalled
 
 __all__ = ["ExchangeCursor", "exchange_call"]
 
@@ -37,25 +38,22 @@ def _answers(cursor: ExchangeCursor) -> JsonDict:
     return {k: v for k, v in tally.items() if v}
 
 
-def _expected(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> ActivityResult:
-    """One call of the lane's chunk: ``{"cursor": ...}`` to go on, or ``{"summary": ...}`` once committed."""
-    filters = filters_from_json(payload.get("filters"))
+def exchange_call(api: AuditSearchApi, parts: ChunkParts, call: ExchangeCall) -> ActivityResult:
+    """One call of the lane's chunk: where the next goes on (``cursor``), or the ``summary`` once committed."""
+    base = call.call
+    filters = base.filters
     read = BlockRead(
-        Chunk.from_json(payload["chunk"]).window(),
+        base.chunk.window(),
         filters,
         api.record_types(filters),
-        high_completeness=bool(payload.get("highCompleteness", False)),
-        splittable=not bool(payload.get("allowIncomplete", False)),
+        high_completeness=base.high_completeness,
+        splittable=not base.allow_incomplete,
         session_cap=int(getattr(api, "session_cap", 50_000)),
-        split_on_full=bool(payload.get("splitOnFull", False)),
-        empty_rule=EmptyRule(_expected(payload.get("expectedRecords"))),
+        split_on_full=call.split_on_full,
+        empty_rule=EmptyRule(call.expected_records),
     )
-    cursor = ExchangeCursor.from_json(payload.get("cursor"))
-    key = part_key(int(payload.get("call", 0)))
+    cursor = ExchangeCursor.from_json(call.cursor)
+    key = part_key(call.number)
     # The same call run again (its worker died after the work, crash points C2/C8/C9) finds its part's record:
     # the session already moved on, so reading it again would skip a block. Its recorded outcome stands.
     record = parts.load(key)
@@ -73,9 +71,9 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
         for name, before in (("confirmations", cursor.confirmations), ("falseAnswers", cursor.false_answers)):
             if int(tally.get(name, 0)) - before:
                 spent[name] = int(tally.get(name, 0)) - before
-        return ActivityResult.success({"summary": done.to_json(), "exchange": spent})
+        return ActivityResult.success(ExchangeCalled(summary=done.to_json(), stats=spent).to_json())
     if record is None:
-        deadline = SlotDeadline.of(payload)
+        deadline = SlotDeadline.of(base.slot_json)
         deadline.check("the call")  # the lane's budget slot must still be held
         try:
             with deadline.guarding(every_request=False):  # ...and still be when the call (or its retry) is sent
@@ -95,10 +93,11 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
             raise
     after = ExchangeCursor.from_json(record.outcome)
     if after.type_index < len(read.types):
-        return ActivityResult.success({"cursor": after.to_json(), "exchange": after.stats(since=cursor, exact=False)})
+        going_on = ExchangeCalled(cursor=after.to_json(), stats=after.stats(since=cursor, exact=False))
+        return ActivityResult.success(going_on.to_json())
     summary = parts.commit(
         list(after.parts),
-        attempt=int(payload.get("attempt", 1)),
+        attempt=base.attempt,
         incomplete=after.incomplete,
         evidence=after.evidence,
         exchange={
@@ -110,6 +109,5 @@ def exchange_call(api: AuditSearchApi, parts: ChunkParts, payload: JsonDict) -> 
             **_answers(after),
         },
     )
-    return ActivityResult.success(
-        {"summary": summary.to_json(), "exchange": after.stats(since=cursor, exact=not after.incomplete)}
-    )
+    committed = ExchangeCalled(summary=summary.to_json(), stats=after.stats(since=cursor, exact=not after.incomplete))
+    return ActivityResult.success(committed.to_json())

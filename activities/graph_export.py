@@ -7,7 +7,7 @@ service only since September 2026 (``isRecordCountLimitExceeded``; PAX detects t
 compares what the reads exported (distinct record ids) with the query's ``approximateReturnedRecordCount``:
 
 * **capped** — a read that exported as many records as the cap (``recordCountLimit`` where the service says it, else
-  1,000,000: ``shared.window.chunk_rules.record_cap``) is capped, flag or not: the window is split
+  1,000,000: ``shared.sources.graph.query_rules.record_cap``) is capped, flag or not: the window is split
   (:class:`NeedsSplitError`: the writer leaves no object), or, at the minimum split, exported and reported incomplete;
 * **count** — the reads exported at least the approximate count, less a tolerance (:data:`TOLERANCE`: the figure is
   approximate by its own doc): complete;
@@ -29,7 +29,7 @@ from typing import Any
 from shared.audit.ports import AuditQueryApi, QueryStatus, RecordPage
 from shared.errors import NeedsSplitError
 from shared.records.id_set import IdSet
-from shared.window.chunk_rules import capped, record_cap
+from shared.sources.graph.query_rules import capped, record_cap
 
 logger = logging.getLogger(__name__)
 

@@ -21,11 +21,11 @@ from activities.chain_manifest import chain_section
 from activities.manifest_scope import latency_section, provisional_summaries, scope_of
 from activities.manifest_windows import coverage_gaps, drop_superseded, load_summaries, split_foreign
 from shared import names
-from shared.audit.filter_check import FilterCheck, describe
 from shared.fixes import with_fix
-from shared.models import Chunk, ChunkSummary, JsonDict, filters_from_json, parse_iso
+from shared.models import Chunk, ChunkSummary, JsonDict, parse_iso
 from shared.records.rules import quarantine_key
 from shared.sinks.base import ChunkSink, write_bytes
+from shared.sources.registry import manifest_sections
 from shared.timeline.latency import latency_report, provisional_parts, started_at_of
 from shared.timeline.retention import possibly_partial, retention_report
 
@@ -43,32 +43,11 @@ def untimed_keys(sink: ChunkSink, summaries: list[ChunkSummary]) -> set[str]:
     return keys
 
 
-def _queries(payload: JsonDict) -> JsonDict | None:
-    """What became of the Graph queries (None for a source without queries), and whether deletion was asked for.
-
-    "deleted" counts only queries the service confirmed with a 2xx; "leftOnService" ones were not asked to go
-    (deletion off); "deleteUnsupported" ones were answered 404; "deleteFailed" ones failed otherwise.
-    """
-    counts = payload.get("queries")
-    if not isinstance(counts, dict):
-        return None
-    return {**counts, "deletion": "on" if payload.get("deleteQueries") else "off"}
-
-
 def _moment(value: object) -> datetime | None:
     try:
         return parse_iso(value) if isinstance(value, str) else None
     except ValueError:
         return None
-
-
-def _filter_check(payload: JsonDict) -> JsonDict | None:
-    """Which filters each returned record was checked against (Graph; trimmed ones are ``filteredOut``) and which
-    were trusted to the service; None for Exchange, whose records are not checked."""
-    if payload.get("source") != "graph":
-        return None
-    filters = filters_from_json(payload.get("filters"))
-    return describe(FilterCheck.of(filters), filters)
 
 
 def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
@@ -125,7 +104,6 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "parentCollectionId": payload.get("parentCollectionId"),
         "source": payload.get("source"),
         "filters": payload.get("filters") or {},
-        "filterCheck": _filter_check(payload),
         "ranges": [c.span_json() for c in range_chunks],
         "status": payload.get("status"),
         "reason": with_fix(payload["reason"]) if isinstance(payload.get("reason"), dict) else payload.get("reason"),
@@ -147,9 +125,10 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "failures": failures,
         "superseded": [s.blob for s in superseded],
         "foreign": [s.blob for s in foreign],
-        "queries": _queries(payload),
         "options": {"highCompleteness": bool(payload.get("highCompleteness", False))},
-        "exchange": payload.get("exchange"),
+        # each source's fields (which filters each record was checked against, what became of Graph's queries,
+        # what Exchange's calls cost), None where they are not the collection's source's
+        **manifest_sections(payload),
         "incompleteWindows": [
             {"window": s.chunk.span_json(), "reasons": s.incomplete_reasons} for s in summaries if s.incomplete
         ],

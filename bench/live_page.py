@@ -23,9 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from shared.hosting import sdk_timestamps
+from shared.sources.exchange.lanes import COLLECT
+from shared.sources.registry import window_for
 from shared.window import progress_grid
 from shared.window.machine import CollectionWindow
-from shared.window.state import COLLECT, Carried, Failure, Lane
+from shared.window.state import Carried, Failure, Lane
 from tests.support.browser import chromium
 from tests.support.live_summaries import measure_in_browser, spec
 
@@ -50,9 +52,9 @@ def per_call_us(window: CollectionWindow, repeat: int) -> tuple[float, float]:
 
 
 def windows(k: int) -> dict[str, CollectionWindow]:
-    running = CollectionWindow(spec(200))
+    running = window_for(spec(200))
     running.fill()
-    failing = CollectionWindow(spec(200))
+    failing = window_for(spec(200))
     failing.fill()
     failing.state.failures = [Failure(failing.spec.planned_chunk(i), "permanent", "x" * 300, 4) for i in range(50)]
     n = 10_000
@@ -64,7 +66,7 @@ def windows(k: int) -> dict[str, CollectionWindow]:
         incomplete_windows=chunks[1::4],
         requeued=[h for c in chunks[3::4][:400] for h in c.halves()],
     )
-    worst = CollectionWindow(worst_spec, state)
+    worst = window_for(worst_spec, state)
     for index in range(k):
         worst.lanes[index] = Lane(index, chunks[index * 7 + 3].halves()[0], COLLECT, attempts=3)
     return {"running, no failures": running, "running, 50 failures": failing, "10,000 chunks, 5,000 failed": worst}

@@ -65,6 +65,7 @@ from bench.window_busy import parse_app
 from durable_local.clock import OffsetFileClock
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
 from tests.e2e.harness import CLIENT, REPO, SECRET, START, TENANT, TERMINAL, Host, body, serve
+from tests.support.hosted_profile import GUARDED
 
 PROBE = Path(__file__).resolve().parent / "engine_probe"
 DEPLOYED = {
@@ -74,7 +75,6 @@ DEPLOYED = {
     "COLLECTOR_RETRY_BASE_SECONDS": "",
     "COLLECTOR_RETRY_MAX_SECONDS": "",
     "COLLECTOR_CHUNKS_PER_EXECUTION": "",
-    "COLLECTOR_BUDGET_SECRET": "bench-realistic-cost-budget-secret-0123456789",
 }
 COUNTS = ("orchestration_episodes", "replayed_events", "entity_episodes", "entity_operations")
 
@@ -152,7 +152,8 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
     with tempfile.TemporaryDirectory() as workdir:
         work = Path(workdir)
         clock = OffsetFileClock(work / "clock")
-        env = {**DEPLOYED, **extra}
+        env = {**DEPLOYED, **{name: value for name, value in extra.items() if name not in GUARDED}}
+        departs = {name: value for name, value in extra.items() if name in GUARDED}  # e.g. the budget off
         probe_file = work / "probe.json" if label in args.probe or not has_stats_route(app) else None
         if probe_file is not None:
             env["PYTHONPATH"] = f"{PROBE}{os.pathsep}{app}"
@@ -161,7 +162,7 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
             emulator.graph.clock = lambda: clock.now().timestamp()  # query latency in the moved time
             emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
             with (
-                serve(emulator, work, env, app_dir=app, clock_file=clock.path) as host,
+                serve(emulator, work, env, app_dir=app, clock_file=clock.path, deviations=departs) as host,
                 fast_time(clock, args, host.pid),
             ):
                 counts = Counts(host, probe_file)

@@ -172,19 +172,23 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
 def _exchange_calls(exchange: Any, sink: Any, chunk: Any) -> Any:
     """The chunk as the collector's Exchange lane reads it: one ``exchange_call`` activity body per InvokeCommand call
     (each a part of the chunk's object), the cursor carried from one to the next, until the last one commits."""
+    from dataclasses import replace
+
     from activities.chunk_parts import ChunkParts
     from activities.exchange_calls import exchange_call
     from shared.models import ChunkSummary
+    from shared.sources.exchange.calls import ExchangeCall
+    from shared.window.calls import ChunkCall
 
     parts = ChunkParts(sink, tenant_id=DOMAIN, collection_id="bench", chunk=chunk)
-    payload: dict[str, Any] = {"chunk": chunk.to_json(), "cursor": None, "call": 0, "attempt": 1}
+    call = ExchangeCall(ChunkCall("bench", DOMAIN, chunk.to_json(), {}))
     while True:
-        result = exchange_call(exchange, parts, payload)
+        result = exchange_call(exchange, parts, call)
         if not result.ok:
             raise RuntimeError(f"exchange call failed: {result.error}")
         if "summary" in result.data:
             return ChunkSummary.from_json(result.data["summary"])
-        payload = {**payload, "cursor": result.data["cursor"], "call": payload["call"] + 1}
+        call = replace(call, cursor=result.data["cursor"], number=call.number + 1)
 
 
 def _run_variant(variant: str, args: argparse.Namespace, urls: dict[str, Any], server: Any) -> dict[str, Any]:

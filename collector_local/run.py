@@ -26,6 +26,7 @@ from typing import Any
 import requests
 
 from shared.settings import BUDGET_KEY_SETTING, DEFAULT_TASK_HUB, TASK_HUB_SETTING
+from shared.sources.registry import SOURCES
 
 REPO = Path(__file__).resolve().parents[1]
 TENANT_ID = "8e3af657-a8ff-443c-a75c-2fe8c4bcb635"
@@ -69,7 +70,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
     parser.add_argument("--days", type=float, default=1.0, help="length of the range when --start is not given")
     parser.add_argument("--interval", type=int, default=240, help="chunk length in minutes (default 240)")
     parser.add_argument("--concurrency", type=int, default=2, help="K, chunks in flight at most (default 2)")
-    parser.add_argument("--source", choices=("graph", "exchange"), default="graph")
+    parser.add_argument("--source", choices=tuple(SOURCES), default="graph")
     parser.add_argument("--output", type=Path, default=REPO / "output", help="output folder (default ./output)")
     parser.add_argument("--records-per-hour", type=float, default=250.0, help="synthetic tenant volume")
     parser.add_argument("--mode", choices=("shim", "ideal"), default="shim", help="engine scheduling mode")
@@ -115,6 +116,7 @@ def _app_environment(emu: Any, secret: str, output: Path) -> dict[str, str]:
         "AUDIT_AUTHORITY_HOST": emu.authority_host,
         "AUDIT_GRAPH_BASE_URL": emu.graph_base_url,
         "AUDIT_EXCHANGE_BASE_URL": emu.exchange_base_url,
+        "AUDIT_FEED_BASE_URL": emu.feed_base_url,
         "AUDIT_CA_BUNDLE": str(emu.ca_bundle),
         "OUTPUT_FOLDER": str(output),
         "OUTPUT_STORAGE_CONNECTION": "",

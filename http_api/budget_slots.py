@@ -126,7 +126,7 @@ class Slot:
     @property
     def submits(self) -> bool:
         """The work it holds the slot for submits a Graph query: it takes a credit of the daily quota too."""
-        return self.source == "graph" and self.options.quota > 0
+        return self.options.quota > 0  # only a source whose queries take a credit has one (settings.budget_quotas)
 
     @property
     def ask_every(self) -> float:

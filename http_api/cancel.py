@@ -40,6 +40,7 @@ from shared.errors import CollectorError
 from shared.models import JsonDict, iso
 from shared.requests.admission import RUN, unsealed_reason
 from shared.sinks.base import ChunkSink
+from shared.sources.registry import status_sections
 from shared.window.machine import CollectionSpec
 
 logger = logging.getLogger(__name__)
@@ -184,7 +185,7 @@ def _manifest_input(
         "status": "Cancelled",
         "reason": {"kind": "cancelled", "message": message},
         "failures": [],
-        "queries": progress.get("queries"),
+        **status_sections(progress),  # each source's section as the collection last published it
         "deleteQueries": spec.options.delete_queries,
         "highCompleteness": spec.options.high_completeness,
         "startedAt": payload.get("startedAt"),

@@ -31,6 +31,7 @@ from http_api.tenants import guid_or_error, resolver_for
 from shared.budget.wire import collection_of
 from shared.doctor import SOURCES, run_doctor
 from shared.doctor.resubmit import counting
+from shared.doctor.sources import chosen
 from shared.errors import ConfigError
 from shared.requests.validation import InvalidRequest, validate_tenant_id
 from shared.settings import Settings
@@ -124,7 +125,7 @@ async def _slots(
         settings = Settings.from_env(env)
     except ConfigError:
         return []
-    probed = [s for s in ("graph", "exchange") if source in (s, "all") and settings.budget(s).enabled]
+    probed = [doctor.name for doctor in chosen(source) if settings.budget(doctor.name).enabled]
     if not probed:
         return []
     guid = await guid_or_error(resolver_for(settings), tenant)

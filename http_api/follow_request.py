@@ -18,19 +18,20 @@ from typing import Any
 from http_api.plan_report import follow_default, follow_refusal
 from shared.audit.ports import AuditFilters
 from shared.follow.state import FollowSpec, follow_id
-from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
-from shared.requests.run_options import RunOptions
+from shared.models import JsonDict, filters_from_json, filters_to_json, iso, parse_iso
 from shared.requests.validation import (
     InvalidRequest,
     _date,
-    _exchange_tenant,
-    _high_completeness,
     _tenant,
     _whole_number,
     checked_body,
+    high_completeness_of,
     source_filters,
+    source_of,
 )
 from shared.settings import Settings
+from shared.sources.registry import SOURCES
+from shared.sources.registry import source as source_named
 
 MINUTES_PER_DAY = 24 * 60
 _ALLOWED = frozenset(
@@ -112,8 +113,8 @@ class FollowRequest:
             tenant_id=self.tenant_id,
             source=self.source,
             filters=filters_to_json(self.filters),
-            options=RunOptions.from_settings(
-                settings, self.max_concurrency, source=self.source, high_completeness=self.high_completeness
+            options=source_named(self.source).run_options(
+                settings, self.max_concurrency, high_completeness=self.high_completeness
             ),
             start=start or aligned,
             interval=interval,
@@ -127,11 +128,9 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
     """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
     body = checked_body(body, _ALLOWED)
     tenant_id = _tenant(body.get("tenantId"))
-    source = body.get("source", settings.default_source)
-    if not isinstance(source, str) or source.lower() not in SOURCES:
-        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
-    source = source.lower()
-    _exchange_tenant(tenant_id, source)
+    rules = source_of(body.get("source", settings.default_source), SOURCES)
+    source = rules.name
+    rules.check_tenant(tenant_id)
     start = _date(body, "startDate") if body.get("startDate") is not None else None
     if start is not None and start > now:
         raise InvalidRequest("startDate", "future", "startDate must not be in the future")
@@ -158,6 +157,6 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
         raise InvalidRequest(
             "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
         )
-    high_completeness = _high_completeness(body.get("highCompleteness", False), source)
-    filters = source_filters(body.get("filters"), source, settings)
+    high_completeness = high_completeness_of(body.get("highCompleteness", False), rules, SOURCES)
+    filters = source_filters(body.get("filters"), rules, settings)
     return FollowRequest(tenant_id, source, filters, start, interval, every, concurrency, high_completeness)

@@ -26,14 +26,15 @@ from shared.errors import CollectorError
 from shared.fixes import with_fix
 from shared.log_fields import log_event
 from shared.models import JsonDict
-from shared.requests.validation import CollectionRequest, InvalidRequest, validate_collection_request
+from shared.requests.validation import CollectionRequest, InvalidRequest
 from shared.settings import Settings
 from shared.sinks.base import ChunkSink
+from shared.sources.registry import source as source_named
+from shared.sources.registry import status_sections, validate_collection_request
 from shared.timeline.latency import latency_report, started_at_of
 from shared.timeline.planning import ChunkPlan
 from shared.timeline.retention import retention_report
 from shared.window.machine import CollectionSpec
-from shared.window.state import RunOptions
 
 logger = logging.getLogger(__name__)
 
@@ -157,8 +158,8 @@ def _spec_for(request: CollectionRequest, collection_id: str, settings: Settings
         tenant_id=request.tenant_id,
         source=request.source,
         filters=filters_to_json(request.filters),
-        options=RunOptions.from_settings(
-            settings, request.max_concurrency, source=request.source, high_completeness=request.high_completeness
+        options=source_named(request.source).run_options(
+            settings, request.max_concurrency, high_completeness=request.high_completeness
         ),
         plan=ChunkPlan(request.start, request.end, timedelta(minutes=request.interval_minutes)),
         tenant_guid=guid,
@@ -210,8 +211,7 @@ async def collection_summary(
             if key in source
         },
         "records": source.get("records", 0),
-        "queries": source.get("queries"),
-        "exchange": source.get("exchange"),  # Exchange: calls, full calls, splits and pre-splits the range needed
+        **status_sections(source),  # each source's section (Graph: its queries; Exchange: what its calls cost)
         "incompleteWindows": output.get("incompleteWindows") or [],
         "windowsInFlight": progress.get("windowsInFlight", []) if not output else [],
         "failures": failures,

@@ -23,6 +23,7 @@ from shared.budget.wire import BudgetRequest
 from shared.log_fields import log_event
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
 from shared.redact import redact
+from shared.sources.registry import status_sections, window_for
 from shared.window.machine import CollectionSpec, CollectionWindow
 from shared.window.state import RENEW, CallActivity, CallEntity, Cancel, Carried, Failure, SignalEntity, Step
 
@@ -57,7 +58,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             logger.warning("collection %s: input refused: %s", context.instance_id, admitted.reason.get("message"))
         return admitted.refused_output(collectionId=context.instance_id)
     spec = CollectionSpec.from_json(payload["spec"])
-    window = CollectionWindow(
+    window = window_for(
         spec,
         Carried.from_json(payload.get("state")),
         now=context.current_utc_datetime,
@@ -177,8 +178,7 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
             "status": provisional["status"],
             "reason": provisional["reason"],
             "failures": provisional["failures"],
-            "queries": provisional["queries"],
-            "exchange": provisional["exchange"],
+            **status_sections(provisional),  # each source's section: what its queries or calls did
             "deleteQueries": spec.options.delete_queries,
             "highCompleteness": spec.options.high_completeness,
             "retentionDays": spec.options.retention_days,

@@ -5,8 +5,11 @@ function boundaries), ``names`` (function and object names), ``settings`` (the o
 edge), ``clock``, ``log_fields`` (structured log events), ``redact``, ``fixes`` (what to do about each failure) and
 ``chain_claim`` (who starts the next link of a retry chain). Each subpackage owns one concern:
 
-* ``audit``: the audit-source ports and their Graph and Exchange adapters (the only code that calls the audit APIs).
-* ``window``: the collection's sliding window, the pure state machine the orchestrator drives.
+* ``values``: the value types every layer shares (time window, filters, records), importing nothing of the project.
+* ``audit``: the audit-source ports and their Graph, Exchange and feed adapters (the only code that calls the audit
+  APIs).
+* ``sources``: the audit sources, one object each (request rules, options, budget, lanes, reports), by name.
+* ``window``: the collection's sliding window, the pure state machine the orchestrator drives for any source.
 * ``timeline``: cutting a range into chunk windows, and what a window may still lack (late arrivals, retention).
 * ``budget``: the tenant-wide audit-API budget: its state machine, its wire format, a lane's slot.
 * ``records``: record rules (time, trimming, de-duplication, quarantine), the id set, the JSON codec, prefetch.
@@ -17,5 +20,5 @@ edge), ``clock``, ``log_fields`` (structured log events), ``redact``, ``fixes`` 
 
 Nothing here imports the triggers (``activities``, ``orchestrators``, ``http_api``) or the local-only packages.
 
-May import: shared.audit, shared.budget, shared.hosting.
+May import: shared.budget, shared.hosting, shared.values.
 """

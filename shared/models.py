@@ -10,13 +10,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.audit.ports import AuditFilters, TimeWindow
 from shared.errors import CollectorError, SinkError, SlotExpiredError, TransientApiError
 from shared.redact import redact
+from shared.values import AuditFilters, TimeWindow
 
 JsonDict = dict[str, Any]
 
-SOURCES = ("graph", "exchange")
+SOURCES = ("graph", "exchange", "feed")
 
 # Failures worth another try of the same step: throttling/5xx that outlived the activity's own retries, an output
 # write that failed (the write is idempotent: same name, replaced whole), and an activity that raised unexpectedly

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from shared.audit.config import is_tenant_guid
 from shared.budget.token import collection_token
 from shared.budget.wire import BudgetOptions
 from shared.errors import ConfigError
 from shared.hosting import platform as hosting
 from shared.models import SOURCES
+from shared.values import is_tenant_guid
 
 _T = TypeVar("_T")
 
@@ -171,6 +171,13 @@ class Settings:
     baseline is at least 50 queued or running queries per tenant, shared with every other tool, but tenants are seen
     to refuse a new search beyond about 10 (CIPP's audit log search creation cites that cap and keeps to 6, deferring
     on 429; Purview allows 10 concurrent search jobs per account): 6 leaves room for other tools. 0 = no budget."""
+    budget_feed: int = 3
+    """Tenant budget B for the feed: chunks of all collections of one tenant reading the Management Activity API at
+    once. The feed allows 2,000 requests a minute per tenant and publisher; a lane sends one request at a time (a
+    listing page or a blob), so three stay well inside it with room for the tenant's other readers. 0 = no budget."""
+    feed_lag_hours: float = 48.0
+    """How long after a window's end a feed collection reads publications for it: the feed publishes most records
+    within 24 hours (typically 60 to 90 minutes) and some days later; what comes after is a later read's."""
     budget_lease_seconds: float = 600.0
     """A slot not renewed for this long returns to the budget (renewed every third of it while held)."""
     budget_poll_seconds: float = 10.0
@@ -200,11 +207,30 @@ class Settings:
         """On any Azure plan (Flex, Linux or Windows Consumption, Premium, Dedicated, Container Apps, Kubernetes)."""
         return self.hosting_plan != hosting.LOCAL
 
+    @property
+    def budget_capacities(self) -> dict[str, int]:
+        """Each source's tenant budget B by the source's name (``COLLECTOR_BUDGET_<SOURCE>``): one line per source."""
+        return {
+            "graph": self.budget_graph,
+            "exchange": self.budget_exchange,
+            "feed": self.budget_feed,
+        }
+
     def budget(self, source: str) -> BudgetOptions:
-        """The tenant budget a collection of ``source`` uses (capacity 0: none)."""
-        capacity = self.budget_graph if source == "graph" else self.budget_exchange
-        quota = self.graph_quota if source == "graph" else 0
+        """The tenant budget a collection of ``source`` uses (capacity 0: none; a daily submission quota where the
+        source has one, ``budget_quotas``); ``ConfigError`` for a source with no budget setting (a source added
+        without one must not silently share another's)."""
+        capacity = self.budget_capacities.get(source)
+        if capacity is None:
+            raise ConfigError(f"COLLECTOR_BUDGET_{source.upper()}", f"no tenant budget is set for the {source} source")
+        quota = self.budget_quotas.get(source, 0)
         return BudgetOptions(capacity, self.budget_lease_seconds, self.budget_poll_seconds, quota)
+
+    @property
+    def budget_quotas(self) -> dict[str, int]:
+        """The daily submission quota the tenant budget keeps, by the name of the source whose queries take a credit
+        of it (Graph's audit queries): a source without one is absent."""
+        return {"graph": self.graph_quota}
 
     @property
     def graph_quota(self) -> int:
@@ -317,6 +343,8 @@ class Settings:
                 "COLLECTOR_EXCHANGE_TARGET_FRACTION", d.exchange_target_fraction, float, 0, 1
             ),
             budget_graph=reader.number("COLLECTOR_BUDGET_GRAPH", d.budget_graph, int, 0, 1000),
+            budget_feed=reader.number("COLLECTOR_BUDGET_FEED", d.budget_feed, int, 0, 1000),
+            feed_lag_hours=reader.number("COLLECTOR_FEED_LAG_HOURS", d.feed_lag_hours, float, 0, 168),
             budget_lease_seconds=reader.number(
                 "COLLECTOR_BUDGET_LEASE_SECONDS", d.budget_lease_seconds, float, 1, 86_400
             ),

@@ -219,3 +219,115 @@ def test_the_architecture_page_lists_every_package_with_what_it_may_import() -> 
     units = {unit_of(module, ROOT) for module in import_graph(ROOT)}
     assert sorted(rows) == sorted(units)
     assert {unit: rows[unit] for unit in units} == {unit: declared(ROOT, unit) for unit in units}
+
+
+def package_graph(root: Path) -> dict[str, set[str]]:
+    """Which package imports which (``unit_of``), from the module graph."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph(root).items():
+        unit = unit_of(module, root)
+        others = {unit_of(target, root) for target in targets}
+        graph.setdefault(unit, set()).update(others - {unit})
+    return graph
+
+
+def test_packages_form_no_circle_but_the_known_one() -> None:
+    """The shared value types (``shared.values``, importing nothing of the project) ended the circles ``shared.audit``
+    <-> ``shared.records`` and ``shared`` (models, settings) <-> ``shared.audit``. What remains is the settings object
+    building the budget's options and reading the hosting plan while those packages use the vocabulary: a new
+    circle between packages fails here."""
+    assert circles(package_graph(ROOT)) == [["shared", "shared.budget", "shared.hosting"]]
+
+
+COLLECTOR = frozenset({"shared", "activities", "orchestrators", "http_api", "collector_local", "function_app"})
+"""The collector's code (the emulator serves the audit APIs: it is not a client of sources)."""
+REGISTRIES = frozenset({"shared/sources/registry.py", "shared/doctor/sources.py"})
+"""Where sources are registered by name (one line each): the only files besides a source's own that may name one."""
+
+
+def source_names() -> tuple[str, ...]:
+    from shared.sources.registry import SOURCES
+
+    return tuple(SOURCES)
+
+
+def owned_by(path: Path, root: Path, name: str) -> bool:
+    """A source's own files: its package (``shared/sources/<name>/``) and the modules named for it (``<name>.py``,
+    ``<name>_*.py`` in any package: its adapter, activities, doctor probes)."""
+    relative = path.relative_to(root)
+    return name in relative.parts[:-1] or path.stem == name or path.stem.startswith(f"{name}_")
+
+
+def _names_in(node: ast.AST, names: frozenset[str]) -> list[str]:
+    """Source names an operand holds: a string constant, or the constants of a tuple, list or set literal."""
+    values = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
+    return [v.value for v in values if isinstance(v, ast.Constant) and v.value in names]
+
+
+def source_branches(root: Path, names: Iterable[str]) -> list[str]:
+    """Every place outside a source's own files and the registries that decides by a source's name: a comparison with
+    it (``== "graph"``, ``source != "exchange"``, ``in ("graph", ...)``), a lookup in a dict literal keyed by it, a
+    ``case "graph":``."""
+    wanted = frozenset(names)
+    found: list[str] = []
+    for module, path in sorted(module_files(root).items()):
+        relative = path.relative_to(root).as_posix()
+        if module.split(".")[0] not in COLLECTOR or relative in REGISTRIES:
+            continue
+        if any(owned_by(path, root, name) for name in wanted):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            hits: list[str] = []
+            if isinstance(node, ast.Compare):
+                for operand in (node.left, *node.comparators):
+                    hits += _names_in(operand, wanted)
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict):
+                hits += [k.value for k in node.value.keys if isinstance(k, ast.Constant) and k.value in wanted]
+            elif isinstance(node, ast.MatchValue):
+                hits += _names_in(node.value, wanted)
+            if hits:
+                found.append(f"{relative}:{getattr(node, 'lineno', '?')} decides by the source name {hits[0]!r}")
+    return found
+
+
+def test_nothing_outside_a_source_decides_by_its_name() -> None:
+    """A source is one object (``shared.sources``): the window, the request rules, the reports, the doctor and the
+    starters ask it; none of them compares a source's name (a new source would silently get another's behaviour)."""
+    assert source_branches(ROOT, source_names()) == []
+
+
+def test_a_planted_source_branch_is_found(tmp_path: Path) -> None:
+    root = _tree(
+        tmp_path,
+        {
+            "shared/__init__.py": "",
+            "shared/window/machine.py": 'def phase(spec):\n    return "submit" if spec.source == "graph" else "x"\n',
+            "shared/settings.py": 'def cap(s, source):\n    return 1 if source != "exchange" else 3\n',
+            "http_api/plan.py": 'def f(source):\n    return source in ("graph", "other")\n',
+            "http_api/pick.py": 'def g(source):\n    return {"graph": 1, "exchange": 2}[source]\n',
+            "collector_local/run.py": 'def h(source):\n    match source:\n        case "exchange":\n            pass\n',
+            "shared/sources/graph/lanes.py": 'def ok(phase):\n    return phase == "graph"\n',
+            "activities/exchange_calls.py": 'def ok(source):\n    return source == "exchange"\n',
+            "shared/sources/registry.py": 'def ok(name):\n    return name == "graph"\n',
+            "shared/names.py": 'GRAPH = "graph"\nKEYS = {"graph": 1}\n',
+        },
+    )
+    assert source_branches(root, ("graph", "exchange")) == [
+        "collector_local/run.py:3 decides by the source name 'exchange'",
+        "http_api/pick.py:2 decides by the source name 'graph'",
+        "http_api/plan.py:2 decides by the source name 'graph'",
+        "shared/settings.py:2 decides by the source name 'exchange'",
+        "shared/window/machine.py:2 decides by the source name 'graph'",
+    ]
+
+
+def test_the_names_below_the_registry_are_the_registry_s() -> None:
+    """``shared.models.SOURCES`` (what the layers below ``shared.sources`` accept: budget keys, the default source) and
+    the settings' budget capacities name exactly the registered sources, as do the doctor's."""
+    from shared.doctor.sources import DOCTORS
+    from shared.models import SOURCES
+    from shared.settings import Settings
+
+    assert source_names() == SOURCES
+    assert tuple(Settings().budget_capacities) == source_names()
+    assert tuple(doctor.name for doctor in DOCTORS) == source_names()

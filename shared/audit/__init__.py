@@ -4,7 +4,7 @@ Management Activity API (the feed).
 Callers depend on the ports (:mod:`shared.audit.ports`) and build concrete clients here. The only code that calls
 an audit API; ``docs/architecture.md`` says how to add another source.
 
-May import: shared, shared.budget, shared.records.
+May import: shared, shared.budget, shared.records, shared.values.
 """
 
 from __future__ import annotations

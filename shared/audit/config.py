@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from shared.errors import ConfigError
+from shared.values import is_tenant_guid as is_tenant_guid  # noqa: PLC0414 - re-exported: the audit layer checks it
 
 GRAPH_API_VERSIONS = frozenset({"beta", "v1.0"})
 
@@ -27,11 +28,6 @@ def _is_guid(value: str) -> bool:
     except ValueError:
         return False
     return len(value) == 36
-
-
-def is_tenant_guid(tenant: str) -> bool:
-    """``72f988bf-86f1-41af-91ab-2d7cd011db47``: a directory (tenant) id in its 36-character form."""
-    return _is_guid(tenant.strip())
 
 
 INITIAL_DOMAIN_SUFFIXES = (".onmicrosoft.com", ".onmicrosoft.us")

@@ -39,7 +39,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from shared.audit.auth import EXCHANGE_SCOPE, TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_initial_domain, is_tenant_guid
+from shared.audit.config import AuditApiConfig, is_initial_domain
 from shared.audit.exchange_paging import (
     RESULT_SIZE,
     SESSION_CAP,
@@ -60,6 +60,7 @@ from shared.errors import (
     PermanentApiError,
     RequestValidationError,
 )
+from shared.values import is_tenant_guid
 
 logger = logging.getLogger(__name__)
 

@@ -68,7 +68,8 @@ class EmptyRule:
     """How an empty first answer is confirmed, from what the collection expects of the window."""
 
     expected: float | None = None
-    """Records the window's densest record type is expected to hold (``shared.window.sizing``); None: not learned."""
+    """Records the window's densest record type is expected to hold (``shared.sources.exchange.sizing``); None: not
+    learned."""
 
     @property
     def surprising(self) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from shared.audit.auth import TokenProvider, token_provider_for
-from shared.audit.config import AuditApiConfig, is_tenant_guid
+from shared.audit.config import AuditApiConfig
 from shared.audit.feed_cloud import feed_scope
 from shared.audit.feed_errors import (
     SUBSCRIPTION_ENABLED,
@@ -43,6 +43,7 @@ from shared.audit.normalise import page_of
 from shared.audit.ports import FEED_CONTENT_TYPES, FeedContent, FeedSubscription, RecordPage, TimeWindow
 from shared.audit.tenant_lookup import directory_for
 from shared.errors import PermanentApiError, RequestValidationError
+from shared.values import is_tenant_guid
 
 logger = logging.getLogger(__name__)
 

@@ -21,57 +21,29 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Protocol
+
+from shared.values import AuditFilters, AuditRecord, MalformedRecord, TimeWindow
 
 if TYPE_CHECKING:
     from shared.audit.exchange_paging import SessionCursor
 
-AuditRecord: TypeAlias = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class TimeWindow:
-    """A half-open UTC interval [start, end)."""
-
-    start: datetime
-    end: datetime
-
-    def __post_init__(self) -> None:
-        if self.start.tzinfo is None or self.end.tzinfo is None:
-            raise ValueError("TimeWindow bounds must be timezone-aware")
-        if self.end <= self.start:
-            raise ValueError(f"TimeWindow end {self.end.isoformat()} must be after start {self.start.isoformat()}")
-
-    def contains(self, moment: datetime) -> bool:
-        return self.start <= moment < self.end
-
-
-@dataclass(frozen=True, slots=True)
-class AuditFilters:
-    """Every filter the audit APIs accept. Empty means "no filter"."""
-
-    record_types: tuple[str, ...] = ()
-    operations: tuple[str, ...] = ()
-    user_principal_names: tuple[str, ...] = ()
-    ip_addresses: tuple[str, ...] = ()
-    object_ids: tuple[str, ...] = ()
-    administrative_unit_ids: tuple[str, ...] = ()
-    keyword: str | None = None
-    service: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MalformedRecord:
-    """A record the source returned that could not be parsed; quarantined, never silently dropped.
-
-    ``record_id`` and ``created`` are what could still be read (a broken payload usually leaves the record's id and
-    time intact): they place the record in its window and de-duplicate it like a good record. ``None`` when unreadable.
-    """
-
-    raw: str
-    reason: str
-    record_id: str | None = None
-    created: datetime | None = None
+__all__ = [
+    "FEED_CONTENT_TYPES",
+    "ActivityFeedApi",
+    "AuditFilters",
+    "AuditQueryApi",
+    "AuditRecord",
+    "AuditSearchApi",
+    "DeleteOutcome",
+    "FeedContent",
+    "FeedSubscription",
+    "MalformedRecord",
+    "QueryState",
+    "QueryStatus",
+    "RecordPage",
+    "TimeWindow",
+]
 
 
 @dataclass(slots=True)

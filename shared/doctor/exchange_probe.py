@@ -26,7 +26,11 @@ from shared.audit.ports import AuditFilters, AuditSearchApi, TimeWindow
 from shared.doctor.exchange_service import MUST_EXCEED, Found, find_window, result_count, sessions, span_text
 from shared.doctor.fixes import EXCHANGE_MANAGE_AS_APP_FIX, EXCHANGE_ROLE_FIX, ROUTING_FIX, failure
 from shared.doctor.graph_probe import close_pages
-from shared.doctor.model import EXCHANGE_PROBES, Budget, ProbeResult, brief, differs, failed, ok, skipped
+from shared.doctor.high_completeness import PROBE as HIGH_COMPLETENESS
+from shared.doctor.high_completeness import probe_high_completeness
+from shared.doctor.model import Budget, Outcome, ProbeResult, brief, differs, failed, ok, skipped
+from shared.doctor.tenant_probe import PROBE as TENANT_PROBE
+from shared.doctor.tenant_probe import TokenOutcome
 from shared.doctor.tokens import probe_token
 from shared.errors import (
     CollectorError,
@@ -37,6 +41,17 @@ from shared.errors import (
     TransientApiError,
 )
 
+EXCHANGE_PROBES = (
+    "exchange.token",
+    "exchange.anchor",
+    "exchange.role",
+    "exchange.resultcount",
+    "exchange.sessions",
+    "exchange.paging",
+    HIGH_COMPLETENESS,
+)
+"""The Exchange source's probes, in the order they are reported."""
+EXCHANGE_ROLE = "Exchange.ManageAsApp"
 WINDOW = timedelta(minutes=15)
 PAGING_LIMIT_SECONDS = 150.0
 _ROLE_MARKERS = ("isn't supported in this scenario", "cmdletaccessdenied", "not recognized as the name of a cmdlet")
@@ -290,3 +305,54 @@ class ExchangeProbe:
         if next_links == 0:
             detail += "; no nextLink was needed: the service sent each call's rows in one page"
         return ok("exchange.paging", detail)
+
+
+class ExchangeDoctor(ExchangeProbe):
+    """The Exchange probes as the doctor runs every source's (``shared.doctor.sources.SourceDoctor``): all of them
+    before the tenant probe, which reads ``exchange.role`` for its last step."""
+
+    def begin(self) -> None:
+        if self.budget.exhausted():
+            for probe in EXCHANGE_PROBES:
+                self.results[probe] = skipped(probe, self.budget.why_skipped())
+        else:
+            self.run()
+        self.results[HIGH_COMPLETENESS] = probe_high_completeness(self.config, self.results, self.budget, self.now)
+
+    def end(self) -> None:
+        return None
+
+    def sign_in(self) -> TokenOutcome | None:
+        result = self.results["exchange.token"]
+        if result.outcome is Outcome.SKIPPED:
+            return None
+        roles = self.token_roles
+        granted = roles is None or EXCHANGE_ROLE in roles
+        return TokenOutcome(result, roles, None if granted else "Office 365 Exchange Online Exchange.ManageAsApp")
+
+    def tenant_step(self, client_id: str, states: list[str]) -> ProbeResult | None:
+        """The last tenant step: a role holding View-Only Audit Logs, as ``exchange.role`` met it."""
+        role = self.results.get("exchange.role")
+        if role is None:
+            return None
+        if role.outcome is Outcome.FAILED and EXCHANGE_ROLE_FIX in role.fix:
+            return failed(
+                TENANT_PROBE,
+                "Exchange role: Search-UnifiedAuditLog was refused although the token holds Exchange.ManageAsApp "
+                "(exchange.role); " + "; ".join(states),
+                f"in Exchange Online PowerShell: New-ServicePrincipal -AppId {client_id} -ObjectId <service "
+                f"principal object id: az ad sp show --id {client_id} --query id -o tsv>; New-ManagementRoleAssignment "
+                '-App <that object id> -Role "View-Only Audit Logs" (or the Entra role Compliance Administrator); '
+                "a new role can take up to an hour to apply",
+            )
+        if role.outcome is Outcome.OK:
+            states.append("Exchange role in place")
+        else:
+            states.append(f"Exchange role not checked ({role.outcome.value}: see exchange.role)")
+        return None
+
+
+def exchange_doctor(
+    config: AuditApiConfig, budget: Budget, now: Callable[[], datetime], sleep: Callable[[float], None]
+) -> ExchangeDoctor:
+    return ExchangeDoctor(config, budget, now)

@@ -31,8 +31,9 @@ from shared.audit.http import AuditHttpClient, http_client_for
 from shared.audit.ports import AuditFilters, QueryState, QueryStatus, TimeWindow
 from shared.doctor.fixes import GRAPH_PERMISSION_FIX, failure
 from shared.doctor.graph_filters import ServiceFilterProbe, scope_result
-from shared.doctor.model import GRAPH_PROBES, Budget, ProbeResult, brief, differs, failed, ok, skipped
+from shared.doctor.model import Budget, ProbeResult, brief, differs, failed, ok, skipped
 from shared.doctor.resubmit import Submissions
+from shared.doctor.tenant_probe import TokenOutcome
 from shared.doctor.tokens import probe_token
 from shared.errors import AuditingDisabledError, CollectorError, PermanentApiError, QueryFailedError
 
@@ -46,6 +47,21 @@ POLL_LIMIT_SECONDS = 240.0
 FINISH_RESERVE_SECONDS = 20.0
 """Kept back from polling for the list and DELETE calls that follow it."""
 _KNOWN_STATUSES = frozenset({"notstarted", "queued", "running", "succeeded", "failed", "cancelled"})
+
+
+GRAPH_PROBES = (
+    "graph.token",
+    "graph.scope",
+    "graph.permission",
+    "graph.auditing",
+    "graph.query",
+    "graph.records",
+    "graph.filters",
+    "graph.list",
+    "graph.delete",
+)
+"""The Graph source's probes, in the order they are reported."""
+GRAPH_ROLE_PREFIX = "AuditLogsQuery"
 
 
 def close_pages(pages: object) -> None:
@@ -366,3 +382,31 @@ class GraphProbe:
             f"DELETE unsupported ({brief(outcome.detail)}); {left} (finished queries do not count against the tenant's "
             "limit of running queries; keep COLLECTOR_DELETE_QUERIES off)",
         )
+
+
+class GraphDoctor(GraphProbe):
+    """The Graph probes as the doctor runs every source's (``shared.doctor.sources.SourceDoctor``): the token and the
+    tiny query's creation before the other sources' probes, the rest after them (the service works on the query
+    meanwhile)."""
+
+    def begin(self) -> None:
+        self.start()
+
+    def end(self) -> None:
+        self.finish()
+
+    def sign_in(self) -> TokenOutcome | None:
+        roles = self.token_roles
+        granted = roles is None or any(r.startswith(GRAPH_ROLE_PREFIX) for r in roles)
+        return TokenOutcome(
+            self.results["graph.token"], roles, None if granted else "Microsoft Graph AuditLogsQuery.Read.All"
+        )
+
+    def tenant_step(self, client_id: str, states: list[str]) -> ProbeResult | None:
+        return None
+
+
+def graph_doctor(
+    config: AuditApiConfig, budget: Budget, now: Callable[[], datetime], sleep: Callable[[float], None]
+) -> GraphDoctor:
+    return GraphDoctor(config, budget, now, sleep)

@@ -16,40 +16,13 @@ from __future__ import annotations
 
 import enum
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.redact import redact
 
 DIFFERS_PREFIX = "service behaves differently from what the collector assumes: "
-
-PROBE_ORDER = (
-    "settings",
-    "tenant",
-    "storage",
-    "graph.token",
-    "graph.scope",
-    "graph.permission",
-    "graph.auditing",
-    "graph.query",
-    "graph.records",
-    "graph.filters",
-    "graph.list",
-    "graph.delete",
-    "exchange.token",
-    "exchange.anchor",
-    "exchange.role",
-    "exchange.resultcount",
-    "exchange.sessions",
-    "exchange.paging",
-    "exchange.highcompleteness",
-)
-"""Every probe, in the order results are reported (they may run in another order)."""
-
-GRAPH_PROBES = tuple(p for p in PROBE_ORDER if p.startswith("graph."))
-EXCHANGE_PROBES = tuple(p for p in PROBE_ORDER if p.startswith("exchange."))
-SOURCES = ("graph", "exchange", "all")
 
 
 class Outcome(enum.Enum):
@@ -155,8 +128,9 @@ class DoctorReport:
         }
 
 
-def ordered(results: Iterable[ProbeResult]) -> tuple[ProbeResult, ...]:
-    rank = {name: i for i, name in enumerate(PROBE_ORDER)}
+def ordered(results: Iterable[ProbeResult], order: Sequence[str]) -> tuple[ProbeResult, ...]:
+    """The results in report ``order`` (``shared.doctor.sources.PROBE_ORDER``); a probe not in it comes last."""
+    rank = {name: i for i, name in enumerate(order)}
     return tuple(sorted(results, key=lambda r: rank.get(r.probe, len(rank))))
 
 

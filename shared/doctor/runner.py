@@ -1,9 +1,9 @@
 """Run every probe against one tenant, within a time budget, and return one result per probe.
 
-Order of work: settings; the output store; the Graph token, permission and the tiny query's creation; the Exchange
-probes (while the service works on the query); the tenant steps, read from what the sign-ins and the Exchange role
-probe met (``shared.doctor.tenant_probe``, reported second); then the query's status, one page, the look-up by name
-and the DELETE.
+Order of work: settings; the output store; each source's first probes in turn (``shared.doctor.sources``: the Graph
+token, permission and the tiny query's creation, then the Exchange probes while the service works on the query); the
+tenant steps, read from what the sign-ins and the sources' own steps met (``shared.doctor.tenant_probe``, reported
+second); then each source's last probes (Graph: the query's status, one page, the look-up by name and the DELETE).
 A probe whose prerequisite failed is reported ``skipped`` with the reason. The audit API calls use the collector's
 adapters with the collector's settings, except that retries are bounded tighter (3 attempts, waits of at most 5 s,
 30 s per HTTP call) so that an unreachable or failing service is reported within the budget.
@@ -17,25 +17,11 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from shared.audit.config import AuditApiConfig
-from shared.doctor.exchange_probe import ExchangeProbe
 from shared.doctor.fixes import TENANT_SETTING, config_failure
-from shared.doctor.graph_probe import GraphProbe
-from shared.doctor.high_completeness import PROBE as HIGH_COMPLETENESS
-from shared.doctor.high_completeness import probe_high_completeness
-from shared.doctor.model import (
-    EXCHANGE_PROBES,
-    GRAPH_PROBES,
-    SOURCES,
-    Budget,
-    DoctorReport,
-    ProbeResult,
-    failed,
-    ok,
-    ordered,
-    skipped,
-)
+from shared.doctor.model import Budget, DoctorReport, ProbeResult, failed, ok, ordered, skipped
+from shared.doctor.sources import PROBE_ORDER, SOURCES, chosen
 from shared.doctor.storage_probe import probe_storage
-from shared.doctor.tenant_probe import TokenOutcome, tenant_result
+from shared.doctor.tenant_probe import tenant_result
 from shared.errors import ConfigError
 from shared.hosting.azure_settings import hosted_gaps
 from shared.requests.validation import InvalidRequest, validate_tenant_id
@@ -59,8 +45,7 @@ def doctor_config(settings: Settings, tenant: str) -> AuditApiConfig:
 
 
 def _probes_for(source: str) -> tuple[str, ...]:
-    graph = GRAPH_PROBES if source != "exchange" else ()
-    return ("tenant", "storage", *graph, *(EXCHANGE_PROBES if source != "graph" else ()))
+    return ("tenant", "storage", *(probe for doctor in chosen(source) for probe in doctor.probes))
 
 
 _CREDENTIAL_KINDS = {
@@ -111,7 +96,7 @@ def run_doctor(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
 ) -> DoctorReport:
-    """Probe ``tenant`` with the app settings in ``env`` (``source``: graph, exchange or all)."""
+    """Probe ``tenant`` with the app settings in ``env`` (``source``: a source's name, or all of them)."""
     if source not in SOURCES:
         raise ValueError(f"source must be one of {', '.join(SOURCES)}")
     budget = Budget(budget_seconds, clock)
@@ -121,35 +106,22 @@ def run_doctor(
     if settings is None or config is None:
         for probe in _probes_for(source):
             results[probe] = skipped(probe, "needs settings, which failed")
-        return DoctorReport(tenant, source, ordered(results.values()), budget.elapsed())
+        return DoctorReport(tenant, source, ordered(results.values(), PROBE_ORDER), budget.elapsed())
 
     results["storage"] = probe_storage(settings)
-    graph = GraphProbe(config, budget, now, sleep) if source != "exchange" else None
-    tokens: list[TokenOutcome] = []
-    if graph is not None:
-        graph.start()
-        tokens.append(TokenOutcome("graph", graph.results["graph.token"], graph.token_roles))
-    exchange: ExchangeProbe | None = None
-    if source != "graph":
-        exchange = ExchangeProbe(config, budget, now)
-        if budget.exhausted():
-            for probe in EXCHANGE_PROBES:
-                exchange.results[probe] = skipped(probe, budget.why_skipped())
-        else:
-            exchange.run()
-        if exchange.results["exchange.token"].outcome.value != "skipped":
-            tokens.append(TokenOutcome("exchange", exchange.results["exchange.token"], exchange.token_roles))
-        results.update(exchange.results)
-        results[HIGH_COMPLETENESS] = probe_high_completeness(config, exchange.results, budget, now)
-    # Reported second (PROBE_ORDER), made from what the sign-ins and exchange.role met: no call of its own.
+    doctors = [doctor.build(config, budget, now, sleep) for doctor in chosen(source)]
+    for doctor in doctors:
+        doctor.begin()
+        results.update(doctor.results)
+    # Reported second (PROBE_ORDER), made from what the sign-ins and the sources' own steps met: no call of its own.
     results["tenant"] = tenant_result(
         client_id=config.client_id,
         tenant=tenant,
         source=source,
-        tokens=tokens,
-        exchange_role=exchange.results.get("exchange.role") if exchange is not None else None,
+        tokens=[token for doctor in doctors if (token := doctor.sign_in()) is not None],
+        steps=[doctor.tenant_step for doctor in doctors],
     )
-    if graph is not None:
-        graph.finish()
-        results.update(graph.results)
-    return DoctorReport(tenant, source, ordered(results.values()), budget.elapsed())
+    for doctor in doctors:
+        doctor.end()
+        results.update(doctor.results)
+    return DoctorReport(tenant, source, ordered(results.values(), PROBE_ORDER), budget.elapsed())

@@ -18,14 +18,12 @@ roles to read), and its detail gives the state of every step.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shared.doctor.fixes import EXCHANGE_ROLE_FIX
 from shared.doctor.model import Outcome, ProbeResult, failed, ok, skipped
 
 PROBE = "tenant"
-GRAPH_ROLE_PREFIX = "AuditLogsQuery"
-EXCHANGE_ROLE = "Exchange.ManageAsApp"
 _CODE = re.compile(r"AADSTS(\d+)")
 _CREDENTIAL_CODES = {"700027": "certificate", "7000274": "certificate", "7000215": "client secret",
                      "7000222": "client secret"}  # fmt: skip
@@ -33,12 +31,17 @@ _CREDENTIAL_CODES = {"700027": "certificate", "7000274": "certificate", "7000215
 
 @dataclass(frozen=True, slots=True)
 class TokenOutcome:
-    """What one token probe met: its result and, when a token came, the application roles it carries (None when
-    its claims were not readable)."""
+    """What one source's token probe met: its result, the application roles the token carries (None when its claims
+    were not readable), and the permission it should carry and does not (None: it does, or cannot be told)."""
 
-    api: str
     result: ProbeResult
     roles: tuple[str, ...] | None
+    missing: str | None = None
+
+
+TenantStep = Callable[[str, list[str]], ProbeResult | None]
+"""A source's own tenant step after admin consent (Exchange: its role), given the app's client id and the states of
+the steps so far: its failure, or None (it may add its state)."""
 
 
 def _setup_command(client_id: str, source: str, cert: str = "") -> str:
@@ -81,13 +84,7 @@ def _sign_in_step(outcome: TokenOutcome, client_id: str, tenant: str, source: st
 
 def _consent_gap(outcome: TokenOutcome) -> str | None:
     """The permission the token should carry and does not, or None (present, or the roles are unreadable)."""
-    if outcome.roles is None:
-        return None
-    if outcome.api == "graph" and not any(r.startswith(GRAPH_ROLE_PREFIX) for r in outcome.roles):
-        return "Microsoft Graph AuditLogsQuery.Read.All"
-    if outcome.api == "exchange" and EXCHANGE_ROLE not in outcome.roles:
-        return "Office 365 Exchange Online Exchange.ManageAsApp"
-    return None
+    return outcome.missing if outcome.roles is not None else None
 
 
 def tenant_result(
@@ -96,10 +93,10 @@ def tenant_result(
     tenant: str,
     source: str,
     tokens: list[TokenOutcome],
-    exchange_role: ProbeResult | None,
+    steps: Sequence[TenantStep] = (),
 ) -> ProbeResult:
-    """The ``tenant`` probe's result from the token probes (Graph, Exchange, those the run probed) and
-    ``exchange.role`` (None when Exchange was not probed)."""
+    """The ``tenant`` probe's result from the token probes (those of the sources the run probed) and each source's
+    own later step (``steps``: Exchange's role)."""
     signed_in = [t for t in tokens if t.result.outcome is Outcome.OK]
     refused = [t for t in tokens if t.result.outcome is not Outcome.OK]
     for outcome in refused:
@@ -121,19 +118,8 @@ def tenant_result(
             "new grant reaches tokens within minutes",
         )
     states.append("admin consent given")
-    if exchange_role is not None:
-        if exchange_role.outcome is Outcome.FAILED and EXCHANGE_ROLE_FIX in exchange_role.fix:
-            return failed(
-                PROBE,
-                "Exchange role: Search-UnifiedAuditLog was refused although the token holds Exchange.ManageAsApp "
-                "(exchange.role); " + "; ".join(states),
-                f"in Exchange Online PowerShell: New-ServicePrincipal -AppId {client_id} -ObjectId <service "
-                f"principal object id: az ad sp show --id {client_id} --query id -o tsv>; New-ManagementRoleAssignment "
-                '-App <that object id> -Role "View-Only Audit Logs" (or the Entra role Compliance Administrator); '
-                "a new role can take up to an hour to apply",
-            )
-        if exchange_role.outcome is Outcome.OK:
-            states.append("Exchange role in place")
-        else:
-            states.append(f"Exchange role not checked ({exchange_role.outcome.value}: see exchange.role)")
+    for later in steps:
+        failure = later(client_id, states)
+        if failure is not None:
+            return failure
     return ok(PROBE, "tenant steps: " + "; ".join(states))

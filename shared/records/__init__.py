@@ -4,5 +4,5 @@
 (a compact exact set of record ids), ``json_codec`` (the same bytes with or without orjson), ``prefetch`` (the next
 page fetched while this one is written).
 
-May import: shared.audit.
+May import: shared.values.
 """

@@ -12,8 +12,8 @@ import re
 from collections.abc import Container, Iterable
 from datetime import UTC, datetime
 
-from shared.audit.ports import AuditRecord, MalformedRecord, TimeWindow
 from shared.records.id_set import IdSet
+from shared.values import AuditRecord, MalformedRecord, TimeWindow
 
 _CANONICAL = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z").fullmatch
 """Text that ``format_timestamp`` writes (a 4-digit year, fractions without trailing zeros, 'Z')."""

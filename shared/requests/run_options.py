@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from shared.audit.exchange_paging import RESULT_SIZE
 from shared.budget.wire import BudgetOptions
@@ -48,9 +48,13 @@ class RunOptions:
     older windows are flagged possibly partial. 0 (an input written before it existed): nothing is flagged."""
     exchange_target_records: int = 0
     """Exchange: a chunk expected to hold more records than this is split before its lane starts
-    (``shared.window.sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
+    (``shared.sources.exchange.sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
     exchange_target_records_continuing: int = 0
     """The same, once the service's sessions are known to continue (a fraction of the session cap)."""
+    source_options: JsonDict = field(default_factory=dict)
+    """What the collection's source fixed when it started, in its own words (``shared.sources``: a source added later
+    keeps its knobs here rather than in new fields). Left out of the JSON when empty, so the inputs of the sources
+    that need none stay as they were."""
 
     @property
     def budget(self) -> BudgetOptions:
@@ -60,9 +64,10 @@ class RunOptions:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, max_concurrency: int, *, source: str = "graph", high_completeness: bool = False
+        cls, settings: Settings, max_concurrency: int, *, budget: BudgetOptions, high_completeness: bool = False
     ) -> RunOptions:
-        budget = settings.budget(source)
+        """The options of a collection started now: from the settings, with its source's tenant budget (a source
+        builds them: ``shared.sources``)."""
         return cls(
             max_concurrency=max_concurrency,
             poll_interval_seconds=settings.poll_interval_seconds,
@@ -118,10 +123,17 @@ class RunOptions:
         return max(delay, retry_after or 0.0)
 
     def to_json(self) -> JsonDict:
-        return {name: getattr(self, name) for name in self.__slots__}
+        out = {name: getattr(self, name) for name in self.__slots__}
+        if not self.source_options:
+            del out["source_options"]
+        else:
+            out["source_options"] = dict(self.source_options)
+        return out
 
     @classmethod
     def from_json(cls, data: JsonDict) -> RunOptions:
         """Unknown keys (an option of an older or newer version) are ignored; missing ones take their default."""
         known = {name: data[name] for name in cls.__slots__ if name in data}
+        if "source_options" in known:
+            known["source_options"] = dict(known["source_options"] or {})
         return cls(**known)

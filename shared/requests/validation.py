@@ -13,16 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.audit.config import CLOUD_NAMES, GLOBAL_CLOUD, cloud_of, is_initial_domain, is_tenant_guid
 from shared.audit.ports import AuditFilters
 from shared.errors import RequestValidationError
-from shared.models import SOURCES, JsonDict, filters_from_json, filters_to_json, iso, parse_iso
+from shared.models import JsonDict, filters_from_json, filters_to_json, iso, parse_iso
 from shared.names import is_retry_id, is_safe_id
+from shared.requests.source_rules import SourceCatalog, SourceRules
 from shared.settings import Settings
 from shared.timeline.planning import chunk_count, smallest_interval_minutes
-
-DEFAULT_INTERVAL_MINUTES = 60
-"""Chunk length of an Exchange request that names none (Graph: ``Settings.graph_default_interval_minutes``)."""
 
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 _DOMAIN = re.compile(r"^(?=.{4,253}$)(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
@@ -135,8 +132,11 @@ def checked_body(body: Any, allowed: frozenset[str] | set[str]) -> JsonDict:
     return body
 
 
-def validate_collection_request(body: Any, settings: Settings, now: datetime) -> CollectionRequest:
-    """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule."""
+def validate_collection_request(
+    body: Any, settings: Settings, now: datetime, sources: SourceCatalog
+) -> CollectionRequest:
+    """Validate a parsed JSON body; raises ``InvalidRequest`` on the first broken rule. ``sources``: every source by
+    name (``shared.sources.registry.SOURCES``), whose rules apply where a rule depends on the source."""
     body = checked_body(body, _ALLOWED_FIELDS)
     tenant_id = _tenant(body.get("tenantId"))
     start = _date(body, "startDate")
@@ -154,13 +154,12 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "audit records that long (Audit Premium's longest retention is 10 years)",
         )
 
-    source = body.get("source", settings.default_source)
-    if not isinstance(source, str) or source.lower() not in SOURCES:
-        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(SOURCES)}")
-    source = source.lower()
+    rules = source_of(body.get("source", settings.default_source), sources)
+    source = rules.name
+    rules.check_range(start, now, settings)
 
     defaulted = "intervalMinutes" not in body
-    interval = _whole_number(body, "intervalMinutes", default_interval_minutes(source, settings))
+    interval = _whole_number(body, "intervalMinutes", default_interval_minutes(rules, settings))
     if not settings.min_interval_minutes <= interval <= settings.max_interval_minutes:
         raise InvalidRequest(
             "intervalMinutes",
@@ -185,9 +184,9 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
             "maxConcurrency", "range", f"maxConcurrency must be between 1 and {settings.max_concurrency}"
         )
 
-    _exchange_tenant(tenant_id, source)
-    high_completeness = _high_completeness(body.get("highCompleteness", False), source)
-    filters = source_filters(body.get("filters"), source, settings)
+    rules.check_tenant(tenant_id)
+    high_completeness = high_completeness_of(body.get("highCompleteness", False), rules, sources)
+    filters = source_filters(body.get("filters"), rules, settings)
 
     collection_id = body.get("collectionId")
     if collection_id is not None and (not isinstance(collection_id, str) or not is_safe_id(collection_id)):
@@ -240,38 +239,29 @@ def validate_collection_request(body: Any, settings: Settings, now: datetime) ->
     )
 
 
-def default_interval_minutes(source: str, settings: Settings) -> int:
-    """The chunk length of a request that names none: a day per Graph query (``COLLECTOR_GRAPH_DEFAULT_INTERVAL_
-    MINUTES``; a query holds up to 1,000,000 records and a tenant accepts a few hundred a day), an hour for Exchange
-    (a call returns at most 5,000 rows); within the configured bounds."""
-    wanted = settings.graph_default_interval_minutes if source == "graph" else DEFAULT_INTERVAL_MINUTES
+def source_of(value: Any, sources: SourceCatalog) -> SourceRules:
+    """The rules of the source a request names (any case); ``InvalidRequest`` naming the choices otherwise."""
+    if not isinstance(value, str) or value.lower() not in sources:
+        raise InvalidRequest("source", "choice", f"source must be one of {', '.join(sources)}")
+    return sources[value.lower()]
+
+
+def default_interval_minutes(rules: SourceRules, settings: Settings) -> int:
+    """The chunk length of a request that names none: the source's (a day per Graph query, an hour of Exchange), within
+    the configured bounds."""
+    wanted = rules.default_interval_minutes(settings)
     return min(max(wanted, settings.min_interval_minutes), settings.max_interval_minutes)
 
 
-def _exchange_tenant(tenant_id: str, source: str) -> None:
-    """Exchange routes app-only calls by an anchor mailbox at the tenant's initial domain or its GUID (the forms
-    public app-only clients send), so it needs one of them.
-
-    A custom domain cannot be turned into either with the collector's permissions (Graph's /organization and
-    tenantRelationships lookups need other permissions), so the request must name one.
-    """
-    if source == "exchange" and not (is_initial_domain(tenant_id) or is_tenant_guid(tenant_id)):
-        raise InvalidRequest(
-            "tenantId",
-            "initial_domain",
-            "with source exchange, tenantId must be the tenant's GUID (directory id) or its initial domain "
-            "<name>.onmicrosoft.com (see the tenant's overview and domains in the Entra admin center): Exchange "
-            "routes app-only calls by the X-AnchorMailbox APP:SystemMailbox{...}@<tenant GUID or initial domain>, "
-            "which a custom domain does not give",
-        )
-
-
-def _high_completeness(value: Any, source: str) -> bool:
+def high_completeness_of(value: Any, rules: SourceRules, sources: SourceCatalog) -> bool:
+    """``highCompleteness``: a boolean, true only for a source that has the option (the rule names those that do)."""
     if not isinstance(value, bool):
         raise InvalidRequest("highCompleteness", "type", "highCompleteness must be true or false")
-    if value and source != "exchange":
+    if value and not rules.high_completeness:
+        having = sorted(name for name, other in sources.items() if other.high_completeness)
+        listed = " or ".join(having) or "no"
         raise InvalidRequest(
-            "highCompleteness", "exchange_only", "highCompleteness is an option of the exchange source only"
+            "highCompleteness", f"{'_'.join(having)}_only", f"highCompleteness is an option of the {listed} source only"
         )
     return value
 
@@ -363,40 +353,13 @@ def _whole_number(body: JsonDict, name: str, default: int) -> int:
     return int(value)
 
 
-def source_in_cloud(source: str, settings: Settings) -> None:
-    """A Graph collection outside the global cloud is refused: the Graph ``auditLogQuery`` API exists only there (its
-    docs list US Government L4/L5 and China as unavailable; the national clouds' v1.0 schemas have no
-    ``auditLogQuery``)."""
-    audit = settings.audit
-    cloud = cloud_of(
-        authority_host=audit.authority_host,
-        graph_base_url=audit.graph_base_url,
-        exchange_base_url=audit.exchange_base_url,
-    )
-    if source == "graph" and cloud != GLOBAL_CLOUD:
-        raise InvalidRequest(
-            "source",
-            "national_cloud",
-            f"the graph source is not available in {CLOUD_NAMES.get(cloud, cloud)} (the configured endpoints): Graph "
-            "audit log queries exist only in the global cloud; use source exchange",
-        )
-
-
-def source_filters(raw: Any, source: str, settings: Settings) -> AuditFilters:
-    """The request's ``filters`` as ``source`` can apply them: Search-UnifiedAuditLog takes one record type and has
-    no service parameter, so an Exchange request with either is refused rather than collected unfiltered. A source
-    the configured cloud does not offer is refused first (``source_in_cloud``: every starter reads filters here)."""
-    source_in_cloud(source, settings)
+def source_filters(raw: Any, rules: SourceRules, settings: Settings) -> AuditFilters:
+    """The request's ``filters`` as the source can apply them (a filter it cannot apply is refused rather than
+    collected unfiltered). A source the configured cloud does not offer is refused first (every starter reads filters
+    here)."""
+    rules.check_cloud(settings)
     filters = _filters(raw, settings)
-    if source == "exchange" and len(filters.record_types) > 1:
-        raise InvalidRequest("filters.recordTypes", "single_value", "the exchange source accepts one record type")
-    if source == "exchange" and filters.service:
-        raise InvalidRequest(
-            "filters.service",
-            "graph_only",
-            "filters.service is a filter of the graph source only (Search-"
-            "UnifiedAuditLog has no service parameter; use filters.recordTypes)",
-        )
+    rules.check_filters(filters)
     return filters
 
 

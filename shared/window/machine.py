@@ -16,24 +16,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from shared import names
 from shared.audit.error_body import THROTTLED
 from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.requests.collection_spec import CollectionSpec
-from shared.window import chunk_rules, progress_grid
-from shared.window.budget_lanes import SERVER_PHASES, BudgetLanes
-from shared.window.exchange_lanes import ExchangeLanes
+from shared.window import progress_grid
+from shared.window.budget import LaneBudget
+from shared.window.calls import ChunkCall
+from shared.window.lanes import SourceLanes
 from shared.window.state import (
     BUDGET,
-    COLLECT,
-    DELETE,
     PARKED_CALL,
     PARKED_TIMER,
-    POLL,
-    QUERY_DISPOSITIONS,
     RENEW,
-    SUBMIT,
     CallActivity,
     CallEntity,
     Carried,
@@ -45,20 +40,41 @@ from shared.window.state import (
     later,
 )
 
+THROTTLED_RETRIES = 20
+"""Steps answered 429 to the end of their HTTP retries that a chunk retries without spending an attempt (the service
+is busy, possibly with other tools' queries: waiting is the remedy, CIPP defers), each after a growing back-off."""
+
+
+def can_split(chunk_seconds: float, min_split_seconds: float) -> bool:
+    """Halves of the window would still be at least the minimum split."""
+    return chunk_seconds / 2 >= min_split_seconds
+
+
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 __all__ = ["CollectionSpec", "CollectionWindow"]
 
 
-class CollectionWindow(BudgetLanes, ExchangeLanes):
-    """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and execution switches."""
+class CollectionWindow:
+    """At most K lanes in flight, refilled as lanes finish; splits, retries, doom and execution switches.
+
+    It holds the collection's source (``source``: its lanes, ``shared.window.lanes.SourceLanes``) and its tenant
+    budget (``budget``: ``shared.window.budget.LaneBudget``); it is the ``LaneHost`` both act through.
+    """
 
     def __init__(
-        self, spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH, budget_token: str = ""
+        self,
+        spec: CollectionSpec,
+        carried: Carried | None = None,
+        *,
+        source: SourceLanes,
+        now: datetime = EPOCH,
+        budget_token: str = "",
     ) -> None:
         self.spec = spec
         self.planned = spec.planned
         self.state = carried or Carried()
+        self.source = source
         self.lanes: dict[int, Lane] = {}
         self.started_this_execution = 0
         self.now = now
@@ -67,13 +83,7 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         """How long the most recent activity of any lane took (what a chunk started while switching may take)."""
         self._carried_lanes, self.state.lanes = self.state.lanes, []
         self.grid = progress_grid.GridPublisher(spec)
-        self.renewing = False
-        """The collection-wide renewal of its budget slots is in flight (an entity call of this execution)."""
-        self.renew_holders: list[str] = []
-        self.budget = spec.options.budget
-        self.budget_token = budget_token
-        self.free_slots = 1
-        """Slots the tenant budget's latest answer left free to nobody waiting (one before any answer)."""
+        self.budget = LaneBudget(self, spec.options.budget, budget_token)
         self.ended: list[Lane] = []
         """Lanes ended since the orchestrator last took them (it logs each chunk's end, when not replaying)."""
 
@@ -83,10 +93,19 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         return self.spec.options
 
     @property
+    def budget_token(self) -> str:
+        return self.budget.token
+
+    @property
+    def renewing(self) -> bool:
+        """The collection-wide renewal of its budget slots is in flight (an entity call of this execution)."""
+        return self.budget.renewing
+
+    @property
     def total(self) -> int:
-        """Chunks the collection will have processed: planned ones plus one per split or pre-split (one window
-        became two)."""
-        return self.planned + self.state.splits + self.state.exchange.presplits
+        """Chunks the collection will have processed: planned ones plus one per split, and the chunks its source
+        added (one window became two)."""
+        return self.planned + self.state.splits + self.source.added_chunks
 
     def has_pending(self) -> bool:
         return bool(self.state.requeued) or self.state.cursor < self.planned
@@ -126,7 +145,7 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         steps = self._unpark()
         if self.state.renew_due is not None:  # the renewal timer of the previous execution, again
             due = self.state.renew_due
-            steps += [Wait(RENEW, due)] if due > self.now else self._renew()
+            steps += [Wait(RENEW, due)] if due > self.now else self.budget.renew()
         return steps
 
     def _unpark(self) -> list[Step]:
@@ -141,9 +160,9 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             if parked is None:
                 continue
             if parked == PARKED_TIMER and lane.due is not None and lane.due > self.now:
-                steps += self._wait(lane, lane.due)
+                steps += self.wait(lane, lane.due)
             else:
-                steps += self._next_call(lane)
+                steps += self.next_call(lane)
         return steps
 
     def fill(self) -> list[Step]:
@@ -155,8 +174,8 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         steps: list[Step] = []
         while (
             len(self.lanes) < self.options.max_concurrency
-            and self._may_ask()  # while a lane waits for tenant budget, the others wait unstarted
-            and self._may_start_sized()  # Exchange: the first lane probes the tenant alone
+            and self.budget.may_ask()  # while a lane waits for tenant budget, the others wait unstarted
+            and self.source.may_start(self.lanes)  # Exchange: the first lane probes the tenant alone
             and (self.may_start() or (self.switching and self._fits_before_switch(self._last_call_seconds)))
         ):
             if self.state.requeued:
@@ -164,22 +183,22 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             else:
                 chunk = self.spec.planned_chunk(self.state.cursor)
                 self.state.cursor += 1
-            steps += self._start_lane(self._sized(chunk))
+            steps += self._start_lane(self.source.sized(self, chunk))
         if not self.switching:
             steps += self._unpark()
-        return steps + self._settle_spares()
+        return steps + self.budget.settle_spares()
 
     def _start_lane(self, chunk: Chunk) -> list[Step]:
         """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it takes the
         slot of a lane that just ended, or asks for one (``BUDGET``) and its server-side work starts once granted."""
-        lane = Lane(self.state.next_lane, chunk, self._first_phase())
+        lane = Lane(self.state.next_lane, chunk, self.source.first_phase)
         lane.started_at = self.now
         self.state.next_lane += 1
         self.started_this_execution += 1
         self.lanes[lane.id] = lane
         if self.budget.enabled:
-            return self._take_slot(lane)
-        return [self._call(lane)]
+            return self.budget.take_slot(lane)
+        return [self.call(lane)]
 
     def park(self, lane_id: int, *, fired: bool = False) -> None:
         """The orchestrator cancelled this lane's timer to switch executions: it waits for ``due`` in the next one.
@@ -192,120 +211,74 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
     def on_timer(self, lane_id: int) -> list[Step]:
         """A lane's poll or back-off timer fired: issue its current step again (or the collection's renewal)."""
         if lane_id == RENEW:
-            return self._renew()
+            return self.budget.renew()
         lane = self.lanes[lane_id]
         if lane.phase == BUDGET and self.state.doomed is not None:
-            return self._conclude(lane, ("unstarted", None))
-        return self._next_call(lane)
+            return self.conclude(lane, ("unstarted", None))
+        return self.next_call(lane)
+
+    def on_budget(self, lane_id: int, answer: JsonDict | None) -> list[Step]:
+        """The tenant budget answered a lane's ``acquire`` (or the collection's renewal); ``None``: the call failed."""
+        return self.budget.on_budget(lane_id, answer)
 
     def on_result(self, lane_id: int, result: ActivityResult) -> list[Step]:
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
         lane = self.lanes[lane_id]
         due, lane.due = lane.due, None
-        self._learn_exchange(lane, result)
+        self.source.learn(lane, result)
         checked_at, lane.issued_at = lane.issued_at, None
         if checked_at is not None:
             lane.call_seconds = (self.now - checked_at).total_seconds()
             self._last_call_seconds = lane.call_seconds
-        if lane.phase == DELETE:  # best effort: the chunk's outcome was decided before the delete
-            self._count_query(str(result.data.get("disposition")) if result.ok else "deleteFailed")
-            return self._end(lane)
+        ended = self.source.ended(self, lane, result)
+        if ended is not None:  # a clean-up call: the chunk's outcome was decided before it
+            return ended
         if result.needs_split:
             return self._needs_split(lane)
         if result.error is not None and result.error.kind == SlotExpiredError.kind:
-            return self._slot_expired(lane, result.error)
+            return self.budget.slot_expired(lane, result.error)
         if result.error is not None:
-            return self._error(lane, result.error)
+            return self.error(lane, result.error)
         lane.step_failures = 0
-        if lane.phase == SUBMIT:
-            lane.query_id = str(result.data["queryId"])
-            lane.phase = POLL
-            lane.submitted_at = self.now
-            return self._wait(lane, later(self.now, self.options.first_poll(self.state.expected_duration)))
-        if lane.phase == POLL:
-            return self._polled(lane, result.data, checked_at, due)
-        if "summary" in result.data:  # the Exchange lane's last call committed its chunk
-            return self._conclude(lane, ("done", result.data["summary"]))
-        lane.cursor = dict(result.data["cursor"])  # where its next call goes on
-        return self._next_call(lane)
-
-    def _polled(self, lane: Lane, data: JsonDict, checked_at: datetime | None, due: datetime | None) -> list[Step]:
-        """The Graph collect activity checked the query (and exported it when it was finished); ``due``: when the
-        check was planned."""
-        lane.polls += 1
-        outcome = str(data.get("outcome"))
-        if outcome == chunk_rules.PENDING:
-            # Counted from when this check was issued, not from when its answer arrived: the delay of delivering
-            # the answer is not added to every interval, so checks stay a fraction of the running time apart.
-            checked = checked_at or self.now
-            running = (checked - (lane.submitted_at or checked)).total_seconds()
-            if chunk_rules.stuck(lane.polls, running, self.options.max_polls):
-                why = f"still running after {lane.polls} status checks ({running:.0f} s)"
-                return self._resubmit(lane, ActivityError("poll_timeout", f"the audit query was {why}"))
-            return self._wait(lane, max(self.now, later(checked, self.options.next_poll(running))))
-        if outcome == chunk_rules.FAILED:
-            error = ActivityError("query_failed", f"the audit query ended {data.get('rawStatus', 'failed')}")
-            return self._resubmit(lane, error)
-        if lane.submitted_at is not None and checked_at is not None:
-            # A check issued later than planned (the host was down) tells nothing about the time in between: the
-            # query counts as done when the check was due, else an outage would be learned as a running time.
-            done_by = min(checked_at, due) if due is not None else checked_at
-            self.state.learn_duration((done_by - lane.submitted_at).total_seconds())
-        return self._conclude(lane, ("done", data["summary"]))
-
-    def _resubmit(self, lane: Lane, error: ActivityError) -> list[Step]:
-        """A Graph query given up on (failed, vanished, stuck): submitted again under a new name, a bounded number of
-        times (each costs a submission of the tenant's daily quota); then the chunk fails with the reason."""
-        if lane.resubmits >= chunk_rules.RESUBMITS:
-            times = f"{lane.resubmits + 1} queries" if lane.resubmits else "the query"
-            final = ActivityError(error.kind, f"{error.message} ({times} given up on; resubmitted {lane.resubmits}x)")
-            return self._conclude(lane, ("failed", self._failure(lane, final)))
-        self._count_query("leftOnService")  # the query given up on stays on the service
-        lane.resubmits += 1
-        lane.phase, lane.query_id, lane.polls, lane.submitted_at = SUBMIT, None, 0, None
-        return self._next_call(lane)
+        return self.source.succeeded(self, lane, result, checked_at, due)
 
     def _needs_split(self, lane: Lane) -> list[Step]:
         if not self.splittable(lane.chunk):
             # The activity was told the window cannot be split (it exports what it can, reported incomplete):
             # asking for a split anyway would loop forever.
             error = ActivityError("needs_split", "the source still reports the window over its cap")
-            return self._conclude(lane, ("failed", self._failure(lane, error)))
-        return self._conclude(lane, ("split", None))
+            return self.conclude(lane, ("failed", self.failure(lane, error)))
+        return self.conclude(lane, ("split", None))
 
     def splittable(self, chunk: Chunk) -> bool:
-        return chunk_rules.can_split(chunk.seconds, self.options.min_split_seconds)
+        return can_split(chunk.seconds, self.options.min_split_seconds)
 
-    def _error(self, lane: Lane, error: ActivityError) -> list[Step]:
-        if error.transient and error.message.startswith(THROTTLED) and lane.throttled < chunk_rules.THROTTLED_RETRIES:
+    def error(self, lane: Lane, error: ActivityError) -> list[Step]:
+        """A failed step: throttling waits without spending an attempt, a retryable failure is tried again after a
+        back-off until the attempts run out, anything else fails the chunk (or dooms the collection)."""
+        if error.transient and error.message.startswith(THROTTLED) and lane.throttled < THROTTLED_RETRIES:
             lane.throttled += 1  # the service is busy (429 to the end of the HTTP retries): wait, without an attempt
-            return self._wait(lane, later(self.now, self.options.retry_delay(lane.throttled, error.retry_after)))
+            return self.wait(lane, later(self.now, self.options.retry_delay(lane.throttled, error.retry_after)))
         lane.step_failures += 1
         if error.dooms_collection:
             self.state.doomed = self.state.doomed or error
         elif error.retryable and lane.step_failures < self.options.max_attempts:
             delay = self.options.retry_delay(lane.step_failures, error.retry_after)
-            return self._wait(lane, later(self.now, delay))
-        return self._conclude(lane, ("failed", self._failure(lane, error)))
+            return self.wait(lane, later(self.now, delay))
+        return self.conclude(lane, ("failed", self.failure(lane, error)))
 
-    def _failure(self, lane: Lane, error: ActivityError) -> Failure:
+    def failure(self, lane: Lane, error: ActivityError) -> Failure:
         return Failure(lane.chunk, error.kind, error.message, lane.attempts)
 
-    def _conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]:
+    def conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]:
+        """The chunk is decided; the source may clean up first (a Graph query deleted), then the lane ends."""
         lane.ending = ending
-        if lane.query_id is not None:
-            if self.options.delete_queries:  # ask the service to delete it before the lane gives up its slot
-                lane.phase = DELETE
-                lane.step_failures = 0
-                return self._next_call(lane)
-            self._count_query("leftOnService")
-        return self._end(lane)
+        cleaning = self.source.concluding(self, lane)
+        if cleaning is not None:
+            return cleaning
+        return self.end(lane)
 
-    def _count_query(self, disposition: str) -> None:
-        """What became of a lane's query; a delete result naming no known outcome counts as a failed delete."""
-        self.state.queries[disposition if disposition in QUERY_DISPOSITIONS else "deleteFailed"] += 1
-
-    def _end(self, lane: Lane) -> list[Step]:
+    def end(self, lane: Lane) -> list[Step]:
         """The one place a lane ends: its chunk is done, failed or split, and its slot is free."""
         del self.lanes[lane.id]
         assert lane.ending is not None
@@ -329,14 +302,19 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         else:
             self.state.splits += 1
             self.state.requeued[:0] = list(lane.chunk.halves())
-        return self._give_back(lane)
+        return self.budget.give_back(lane)
+
+    def _note_incomplete(self, lane: Lane, summary: JsonDict) -> None:
+        """Why the window is incomplete, as its evidence says (for the output)."""
+        reasons = [str(e.get("detail")) for e in summary.get("evidence") or () if not e.get("complete", True)]
+        self.state.incomplete_notes.append({"window": lane.chunk.span_json(), "reasons": reasons})
 
     # --- issuing steps (or parking them while the window switches executions) ---------------------------------
-    def _next_call(self, lane: Lane) -> list[Step]:
+    def next_call(self, lane: Lane) -> list[Step]:
         if self.switching and not self._fits_before_switch(lane.call_seconds):
             lane.parked = PARKED_CALL
             return []
-        return [self._call(lane)]
+        return [self.call(lane)]
 
     def _fits_before_switch(self, expected: float | None) -> bool:
         """While switching, a call is still issued if it should end before the activities in flight do anyway.
@@ -354,62 +332,52 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
         ]
         return bool(ends) and later(self.now, expected) <= max(ends)
 
-    def _wait(self, lane: Lane, until: datetime) -> list[Step]:
+    def wait(self, lane: Lane, until: datetime) -> list[Step]:
         lane.due = until
         if self.switching:
             lane.parked = PARKED_TIMER
             return []
         return [Wait(lane.id, until)]
 
-    def _call(self, lane: Lane) -> CallActivity | CallEntity:
+    def call(self, lane: Lane) -> CallActivity | CallEntity:
+        """The lane's next call: the budget's when it must ask for a slot, else its source's activity."""
         if lane.phase == BUDGET:
-            return self._acquire(lane)
-        if self._needs_credit(lane):  # a Graph query is submitted only with a credit of the tenant's daily quota
-            return self._ask_credit(lane)
-        if self._needs_slot(lane):  # its slot is gone or its deadline passed: ask again before calling
-            return self._ask_again(lane)
-        if lane.phase == SUBMIT:
-            self._spend_credit(lane)
+            return self.budget.acquire(lane)
+        if self.budget.needs_credit(lane):  # a query is submitted only with a credit of the tenant's daily quota
+            return self.budget.ask_credit(lane)
+        if self.budget.needs_slot(lane):  # its slot is gone or its deadline passed: ask again before calling
+            return self.budget.ask_again(lane)
+        if self.source.submits(lane.phase):
+            self.budget.spend_credit(lane)
         if lane.attempts == 0 or lane.step_failures > 0:
             # An attempt is one try at the chunk: its first call, and every call that retries a failed step.
             # Polls and the submit → collect hand-over belong to the same attempt.
             lane.attempts += 1
         lane.issued_at = self.now
         lane.calls += 1
-        payload: JsonDict = {
-            "collectionId": self.spec.collection_id,
-            "tenantId": self.spec.tenant_id,
-            "chunk": lane.chunk_json(),
-            "filters": self.spec.filters,
-            "queryId": lane.query_id,
-            "allowIncomplete": lane.allow_incomplete or not self.splittable(lane.chunk),
-            "maxRecords": self.options.max_records_per_chunk,
-            "attempt": lane.attempts,
-            "highCompleteness": self.options.high_completeness,
-        }
-        if lane.phase in SERVER_PHASES and self.budget.enabled:
-            payload.update(self._slot_payload(lane))
-        if lane.phase == SUBMIT and lane.resubmits:
-            payload["resubmit"] = lane.resubmits  # a new query under a name of its own
-        if lane.phase == COLLECT:
-            payload["cursor"] = lane.cursor
-            payload["call"] = lane.calls - 1  # every call writes its own part, retries included
-            payload["splitOnFull"] = self._split_on_full()
-            payload["expectedRecords"] = self._expected_records(lane)  # when an empty first answer is surprising
-        name = {
-            SUBMIT: names.ACTIVITY_GRAPH_SUBMIT,
-            POLL: names.ACTIVITY_GRAPH_COLLECT,
-            DELETE: names.ACTIVITY_GRAPH_DELETE,
-            COLLECT: names.ACTIVITY_EXCHANGE_COLLECT,
-        }[lane.phase]
-        return CallActivity(lane.id, name, payload)
+        deadline, pages = self.budget.slot_fields(lane) if self.budget.uses_slot(lane) else (None, None)
+        base = ChunkCall(
+            collection_id=self.spec.collection_id,
+            tenant_id=self.spec.tenant_id,
+            chunk_json=lane.chunk_json(),
+            filters_json=self.spec.filters,
+            query_id=lane.query_id,
+            allow_incomplete=lane.allow_incomplete or not self.splittable(lane.chunk),
+            max_records=self.options.max_records_per_chunk,
+            attempt=lane.attempts,
+            high_completeness=self.options.high_completeness,
+            slot_deadline=deadline,
+            slot_pages=pages,
+        )
+        return self.source.call(lane, base)
 
     # --- continue-as-new, status, output ---------------------------------------------------------------------
     def carry(self) -> Carried:
-        """The state for the next execution: counters, what polling learned, and every lane, parked."""
+        """The state for the next execution: counters, what the source learned, and every lane, parked."""
         busy = [lane.id for lane in self.lanes.values() if not lane.parked] + ([RENEW] if self.renewing else [])
         if busy:
             raise RuntimeError(f"continue-as-new with lanes {busy} busy would lose their results")
+        self.source.save(self.state)
         carried = Carried.from_json(self.state.to_json())
         carried.lanes = [Lane.from_json(lane.to_json()) for lane in self.lanes.values()]
         carried.execution += 1
@@ -433,9 +401,8 @@ class CollectionWindow(BudgetLanes, ExchangeLanes):
             "stopping": self.state.doomed.message if self.state.doomed else None,
             "switching": self.switching,
             "grid": self.grid.publish(self.state, self.lanes.values()),
-            "queries": dict(self.state.queries) if self.spec.source == "graph" else None,
-            "budget": self._budget_status(),
-            "exchange": self._exchange_status(),
+            "budget": self.budget.status(),
+            **self.source.status(),
         }
 
     def output(self, manifest: str | None) -> JsonDict:

@@ -24,7 +24,7 @@ from shared.audit.http import AuditHttpClient
 from shared.audit.ports import DeleteOutcome, QueryState, QueryStatus, RecordPage
 from shared.errors import NeedsSplitError, TransientApiError
 from shared.records.rules import Deduplicator
-from shared.window import chunk_rules
+from shared.sources.graph import query_rules as chunk_rules
 from tests.audit.scripted_server import FakeTokens, Reply, replies, scripted_server
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)

@@ -16,8 +16,9 @@ import pytest
 from shared.audit.config import AuditApiConfig
 from shared.audit.exchange import ExchangeAuditClient
 from shared.audit.graph import GraphAuditClient
-from shared.requests.validation import InvalidRequest, validate_collection_request
+from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
+from shared.sources.registry import validate_collection_request
 from tests.audit.scripted_server import FakeTokens, Reply, replies, scripted_server
 
 CLOUDS = {

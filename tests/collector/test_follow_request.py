@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from http_api.follow_request import validate_follow_request
-from shared.requests.validation import InvalidRequest, validate_collection_request
+from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
+from shared.sources.registry import validate_collection_request
 
 NOW = datetime(2026, 12, 4, 12, tzinfo=UTC)
 TENANT = "contoso.onmicrosoft.com"

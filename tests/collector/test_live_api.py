@@ -15,6 +15,7 @@ from typing import Any
 from http_api import live, service, view
 from shared import names
 from shared.models import ActivityError, ActivityResult
+from shared.sources.registry import window_for
 from shared.window.machine import CollectionSpec, CollectionWindow
 from tests.collector.test_http_service import BODY, NOW, FakeClient, call, start
 
@@ -25,10 +26,10 @@ def expand(states: str) -> str:
 
 def running_window(client: FakeClient, collection_id: str) -> CollectionWindow:
     payload = client.started[-1][2]
-    window = CollectionWindow(CollectionSpec.from_json(payload["spec"]))
-    window.free_slots = 3  # as if the budget had said three slots are free
+    window = window_for(CollectionSpec.from_json(payload["spec"]))
+    window.budget.free_slots = 3  # as if the budget had said three slots are free
     if window.spec.source == "exchange":  # as if its first lane's probe had shown a quiet tenant: lanes start unsplit
-        window.state.exchange.learn(window.spec.planned_chunk(0), {"rows": 0, "exact": True})
+        window.source.sizing.learn(window.spec.planned_chunk(0), {"rows": 0, "exact": True})
     for step in window.fill():  # the tenant budget (on by default) grants the first lanes their slots
         window.on_budget(step.lane, {"granted": True, "grant": step.lane + 1, "leaseUntil": "2999-01-01T00:00:00Z"})
     client.instances[collection_id].runtime_status = SimpleNamespace(value="Running")

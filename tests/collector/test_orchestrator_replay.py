@@ -16,8 +16,9 @@ from shared import names
 from shared.errors import AuthenticationError, TransientApiError
 from shared.models import ActivityResult, Chunk, iso
 from shared.sinks.memory import MemorySink
+from shared.sources.registry import window_for
 from shared.timeline.planning import ChunkPlan
-from shared.window.machine import CollectionSpec, CollectionWindow
+from shared.window.machine import CollectionSpec
 from shared.window.state import CallActivity, Carried, RunOptions
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.replay_driver import NOW, ReplayDriver, orchestrator_handle
@@ -65,7 +66,7 @@ def collected_ids(sink: MemorySink) -> list[str]:
 def naive_collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Any]:
     """The same window without the nudge: what the seed's orchestrator does."""
     data = context.get_input()
-    window = CollectionWindow(CollectionSpec.from_json(data["spec"]), Carried.from_json(data.get("state")))
+    window = window_for(CollectionSpec.from_json(data["spec"]), Carried.from_json(data.get("state")))
     waiting: list[tuple[Any, int]] = []
     steps = window.fill()
     while True:

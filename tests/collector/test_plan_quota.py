@@ -10,7 +10,7 @@ from typing import Any
 
 from http_api import follow_service, service
 from http_api.follow_request import validate_follow_request
-from http_api.plan_report import follow_default, follow_per_day
+from http_api.plan_report import follow_default
 from orchestrators.budget_entity import entity_id
 from shared import names
 from shared.budget.machine import Budget, Limits
@@ -18,6 +18,7 @@ from shared.budget.wire import BudgetRequest
 from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
 from shared.sinks.memory import MemorySink
+from shared.sources.graph.submissions import follow_per_day
 from tests.collector.test_http_service import GUID, NOW, FakeClient, call, resolve
 
 TENANT = "contoso.onmicrosoft.com"

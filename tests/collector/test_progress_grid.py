@@ -16,10 +16,12 @@ from hypothesis import strategies as st
 
 from http_api.grid_cells import Cells, encode
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
+from shared.sources.exchange.lanes import COLLECT
+from shared.sources.registry import window_for
 from shared.timeline.planning import ChunkPlan
 from shared.window import progress_grid
 from shared.window.machine import CollectionSpec, CollectionWindow
-from shared.window.state import COLLECT, CallActivity, Carried, Failure, Lane, RunOptions
+from shared.window.state import CallActivity, Carried, Failure, Lane, RunOptions
 
 T0 = datetime(2024, 11, 17, tzinfo=UTC)
 
@@ -52,7 +54,7 @@ def done(step: CallActivity, *, incomplete: bool = False, records: int = 3) -> A
 
 
 def test_cells_follow_the_plan_and_turn_done_as_chunks_finish() -> None:
-    window = CollectionWindow(spec(7, k=2))
+    window = window_for(spec(7, k=2))
     steps = window.fill()
     grid = grid_of(window)
     assert grid["cells"] == 7 and expand(str(grid["states"])) == "rrppppp"
@@ -63,14 +65,14 @@ def test_cells_follow_the_plan_and_turn_done_as_chunks_finish() -> None:
     assert expand(str(grid_of(window)["states"])) == "drrpppp"
     while window.lanes:
         lane_id = min(window.lanes)
-        window.on_result(lane_id, done(window._call(window.lanes[lane_id])))
+        window.on_result(lane_id, done(window.call(window.lanes[lane_id])))
         window.fill()
     final = encode(Cells.of(window.spec), json.loads(json.dumps(window.output(None)))["grid"])
     assert final["states"] == "d7" and final["counts"] == {"d": 7}
 
 
 def test_a_split_cell_shows_its_halves_inside_it_and_becomes_done_when_they_finish() -> None:
-    window = CollectionWindow(spec(3, k=1))
+    window = window_for(spec(3, k=1))
     (step,) = window.fill()
     assert isinstance(step, CallActivity)
     window.on_result(step.lane, ActivityResult.split({"limit": 50}))
@@ -83,13 +85,13 @@ def test_a_split_cell_shows_its_halves_inside_it_and_becomes_done_when_they_fini
     window.fill()
     assert grid_of(window)["parts"] == {"0": [[0.0, 1800.0, "d"], [1800.0, 3600.0, "r"]]}
     lane_id = next(iter(window.lanes))
-    window.on_result(lane_id, done(window._call(window.lanes[lane_id])))
+    window.on_result(lane_id, done(window.call(window.lanes[lane_id])))
     window.fill()
     assert expand(str(grid_of(window)["states"])) == "drp"
 
 
 def test_failed_and_incomplete_windows_keep_their_cells_across_continue_as_new() -> None:
-    window = CollectionWindow(spec(4, k=4, min_split=3600))  # a 60-minute window cannot be halved: incomplete
+    window = window_for(spec(4, k=4, min_split=3600))  # a 60-minute window cannot be halved: incomplete
     steps = window.fill()
     assert [isinstance(s, CallActivity) for s in steps] == [True] * 4
     bad = ActivityResult(False, error=ActivityError("permanent", "Exchange POST failed: <script>x</script>"))
@@ -97,10 +99,10 @@ def test_failed_and_incomplete_windows_keep_their_cells_across_continue_as_new()
     assert steps[1].input["allowIncomplete"]  # a minimum window is collected as far as the source allows
     window.on_result(1, done(steps[1], incomplete=True))
     for lane_id in (2, 3):
-        window.on_result(lane_id, done(window._call(window.lanes[lane_id])))
+        window.on_result(lane_id, done(window.call(window.lanes[lane_id])))
     carried = Carried.from_json(json.loads(json.dumps(window.carry().to_json())))
     assert carried.incomplete_windows == [window.spec.planned_chunk(1)]
-    resumed = CollectionWindow(window.spec, carried)
+    resumed = window_for(window.spec, carried)
     grid = grid_of(resumed)
     assert grid["states"] == "f1i1d2" and grid["counts"] == {"f": 1, "i": 1, "d": 2}
     published = resumed.status()["grid"]
@@ -110,7 +112,7 @@ def test_failed_and_incomplete_windows_keep_their_cells_across_continue_as_new()
 
 
 def test_lane_phases_show_running_unknown_phases_included_and_budget_waits_apart() -> None:
-    window = CollectionWindow(spec(3, k=3))
+    window = window_for(spec(3, k=3))
     window.fill()
     window.lanes[1].phase = "waiting_for_tenant_budget"
     window.lanes[2].phase = "some-future-phase"
@@ -126,7 +128,7 @@ def test_explicit_windows_of_a_retry_collection_are_the_cells() -> None:
         Chunk(T0 + timedelta(hours=5), T0 + timedelta(hours=5, minutes=30)),
     )
     retry = CollectionSpec("r1", "contoso.onmicrosoft.com", "graph", {}, RunOptions(max_concurrency=1), None, windows)
-    window = CollectionWindow(retry)
+    window = window_for(retry)
     window.fill()
     grid = grid_of(window)
     assert grid["cells"] == 3 and grid["windows"] == [[0.0, 3600.0, 2], [18000.0, 1800.0, 1]]
@@ -147,7 +149,7 @@ def test_custom_status_stays_small_for_ten_thousand_chunks_whatever_fails() -> N
         requeued=[h for c in chunks[3::4][:400] for h in c.halves()],
         failed=n // 2,
     )
-    window = CollectionWindow(big, state)
+    window = window_for(big, state)
     for index in range(10):
         window.lanes[index] = Lane(index, chunks[index * 7 + 3].halves()[0], COLLECT, attempts=3)
     status = window.status()
@@ -168,7 +170,7 @@ def test_custom_status_stays_small_for_ten_thousand_chunks_whatever_fails() -> N
 
 
 def test_a_grid_with_nothing_to_drop_is_published_whole() -> None:
-    window = CollectionWindow(spec(50, k=3))
+    window = window_for(spec(50, k=3))
     window.fill()
     window.state.failures = [Failure(window.spec.planned_chunk(i), "permanent", "x", 1) for i in (40, 41, 43)]
     grid = window.status()["grid"]

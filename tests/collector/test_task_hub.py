@@ -29,7 +29,9 @@ def test_every_local_start_sets_the_default(monkeypatch: pytest.MonkeyPatch) -> 
     example settings a developer copies carry it."""
     from collector_local.run import _app_environment
 
-    emu = SimpleNamespace(authority_host="https://a", graph_base_url="https://g", exchange_base_url="https://e")
+    emu = SimpleNamespace(
+        authority_host="https://a", graph_base_url="https://g", exchange_base_url="https://e", feed_base_url="https://f"
+    )
     emu.ca_bundle = "ca.pem"
     assert _app_environment(emu, "secret", Path("out"))[TASK_HUB_SETTING] == DEFAULT_TASK_HUB
     example = json.loads((REPO / "local.settings.json.example").read_text())["Values"]

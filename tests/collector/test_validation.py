@@ -5,8 +5,9 @@ from typing import Any
 
 import pytest
 
-from shared.requests.validation import CollectionRequest, InvalidRequest, validate_collection_request
+from shared.requests.validation import CollectionRequest, InvalidRequest
 from shared.settings import Settings
+from shared.sources.registry import validate_collection_request
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 SETTINGS = Settings(max_chunks=100, max_concurrency=5, max_filter_values=3, retention_days=180, max_lookback_days=300)

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from shared.requests.validation import InvalidRequest, validate_collection_request
+from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
+from shared.sources.registry import validate_collection_request
 
 NOW = datetime(2024, 11, 18, 12, 0, tzinfo=UTC)
 

@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from shared import names
 from shared.audit.ports import QueryState, QueryStatus
 from shared.models import ActivityError, ActivityResult, Chunk
-from shared.window import chunk_rules
-from shared.window.machine import CollectionWindow
+from shared.sources.graph import query_rules as chunk_rules
+from shared.sources.registry import window_for
+from shared.window.machine import CollectionWindow, can_split
 from shared.window.state import CallActivity, Carried, RunOptions, Wait
 from tests.collector.window_sim import PENDING, T0, collected, happy, run, spec, summary_for
 
@@ -23,7 +24,7 @@ from tests.collector.window_sim import PENDING, T0, collected, happy, run, spec,
     n=st.integers(1, 40), k=st.integers(1, 6), seed=st.integers(0, 10**6), source=st.sampled_from(["graph", "exchange"])
 )
 def test_never_more_than_k_and_k_held_until_the_tail(n: int, k: int, seed: int, source: str) -> None:
-    window = CollectionWindow(spec(n, k, source))
+    window = window_for(spec(n, k, source))
     in_flight: list[int] = []
     run(window, happy, random.Random(seed), in_flight)
     assert max(in_flight) <= k
@@ -33,7 +34,7 @@ def test_never_more_than_k_and_k_held_until_the_tail(n: int, k: int, seed: int, 
 
 
 def test_lane_refills_as_soon_as_one_finishes() -> None:
-    window = CollectionWindow(spec(5, 2, "exchange"))
+    window = window_for(spec(5, 2, "exchange"))
     first = window.fill()
     assert [s.lane for s in first] == [0, 1] and window.fill() == []
     assert isinstance(first[1], CallActivity)
@@ -45,7 +46,7 @@ def test_lane_refills_as_soon_as_one_finishes() -> None:
 
 def test_graph_lane_keeps_its_slot_through_submit_polls_export_delete() -> None:
     options = {"poll_interval_seconds": 30, "poll_min_interval_seconds": 10, "poll_max_interval_seconds": 100}
-    window = CollectionWindow(spec(1, 1, delete_queries=True, **options), now=T0)
+    window = window_for(spec(1, 1, delete_queries=True, **options), now=T0)
     (step,) = window.fill()
     assert isinstance(step, CallActivity) and step.name == names.ACTIVITY_GRAPH_SUBMIT
     (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-7"}))
@@ -77,12 +78,14 @@ def test_graph_lane_keeps_its_slot_through_submit_polls_export_delete() -> None:
     assert len(window.lanes) == 1 and window.state.completed == 0  # still holds its slot
     assert window.on_result(0, ActivityResult.success({"deleted": False})) == []
     assert window.state.completed == 1 and window.state.records == 9 and window.finished
-    assert window.state.durations == [3100.0]  # submitted at T0, found finished by the check issued at 3,100 s
+    assert window.source.durations == [3100.0]  # submitted at T0, found finished by the check issued at 3,100 s
 
 
 def test_polls_start_a_little_before_the_learned_running_time() -> None:
     options = {"poll_interval_seconds": 30, "poll_min_interval_seconds": 5, "poll_max_interval_seconds": 300}
-    window = CollectionWindow(spec(4, 1, **options), Carried(durations=[400.0, 200.0, 300.0]), now=T0)
+    learned = Carried()
+    learned.sections["durations"] = [400.0, 200.0, 300.0]
+    window = window_for(spec(4, 1, **options), learned, now=T0)
     window.fill()
     (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
     assert wait.after(T0) == 180  # 0.9 x the shortest recent running time
@@ -94,12 +97,13 @@ def test_polls_start_a_little_before_the_learned_running_time() -> None:
     (check,) = window.on_timer(0)
     assert isinstance(check, CallActivity)
     assert window.on_result(0, collected(check)) == []
-    assert window.state.durations == [400.0, 200.0, 300.0, 198.0]
+    assert window.source.durations == [400.0, 200.0, 300.0, 198.0]
     carried = Carried.from_json(window.carry().to_json())
-    assert carried.expected_duration == 198.0  # what was learned survives continue-as-new
+    lanes = window_for(window.spec, carried).source
+    assert lanes.expected_duration == 198.0  # what was learned survives continue-as-new
     for i in range(10):
-        carried.learn_duration(1000.0 + i)
-    assert len(carried.durations) == 8 and carried.expected_duration == 1002.0  # only the recent ones count
+        lanes._learn_duration(1000.0 + i)
+    assert len(lanes.durations) == 8 and lanes.expected_duration == 1002.0  # only the recent ones count
 
 
 def test_poll_options_keep_the_noticing_delay_within_the_fraction() -> None:
@@ -123,9 +127,7 @@ def test_a_maximum_poll_interval_below_the_minimum_caps_every_check() -> None:
 
 
 def test_transient_errors_retry_with_backoff_then_fail_the_chunk_and_go_on() -> None:
-    window = CollectionWindow(
-        spec(2, 1, "exchange", max_attempts=3, retry_base_seconds=10, retry_max_seconds=15), now=T0
-    )
+    window = window_for(spec(2, 1, "exchange", max_attempts=3, retry_base_seconds=10, retry_max_seconds=15), now=T0)
     (_step,) = window.fill()
     transient = ActivityResult(False, error=ActivityError("transient", "429", retry_after=None))
     assert window.on_result(0, transient) == [Wait(0, T0 + timedelta(seconds=10))]
@@ -141,7 +143,7 @@ def test_transient_errors_retry_with_backoff_then_fail_the_chunk_and_go_on() -> 
 
 
 def test_retried_graph_export_reuses_the_query() -> None:
-    window = CollectionWindow(spec(1, 1, max_attempts=3))
+    window = window_for(spec(1, 1, max_attempts=3))
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     (check,) = window.on_timer(0)
@@ -154,7 +156,7 @@ def test_retried_graph_export_reuses_the_query() -> None:
 
 
 def test_needs_split_halves_and_requeues_down_to_the_minimum_then_incomplete() -> None:
-    window = CollectionWindow(spec(1, 1, "exchange", min_split_seconds=1200))  # 60 min -> 30 -> 15 (< 20: stop)
+    window = window_for(spec(1, 1, "exchange", min_split_seconds=1200))  # 60 min -> 30 -> 15 (< 20: stop)
     issued: list[CallActivity] = []
 
     def respond(step: CallActivity, _: CollectionWindow) -> ActivityResult:
@@ -179,7 +181,7 @@ OVER_CAP = ActivityResult.split({"outcome": "split", "limitExceeded": True})
 
 
 def test_graph_limit_exceeded_splits_and_deletes_the_query_first() -> None:
-    window = CollectionWindow(spec(1, 1, min_split_seconds=60, delete_queries=True))
+    window = window_for(spec(1, 1, min_split_seconds=60, delete_queries=True))
     window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     window.on_timer(0)
@@ -191,16 +193,16 @@ def test_graph_limit_exceeded_splits_and_deletes_the_query_first() -> None:
         "2024-11-17T00:30:00Z/2024-11-17T01:00:00Z",
     ]
     # Deletion off (the default): the split happens at once and the query is left on the service.
-    plain = CollectionWindow(spec(1, 1, min_split_seconds=60))
+    plain = window_for(spec(1, 1, min_split_seconds=60))
     plain.fill()
     plain.on_result(0, ActivityResult.success({"queryId": "q-1"}))
     plain.on_timer(0)
     assert plain.on_result(0, OVER_CAP) == []
-    assert plain.state.splits == 1 and plain.state.queries["leftOnService"] == 1
+    assert plain.state.splits == 1 and plain.source.queries["leftOnService"] == 1
 
 
 def test_dooming_error_stops_scheduling_lets_lanes_finish_and_fails_the_collection() -> None:
-    window = CollectionWindow(spec(10, 3, "exchange"))
+    window = window_for(spec(10, 3, "exchange"))
     steps = window.fill()
     assert len(steps) == 3
     doom = ActivityResult(False, error=ActivityError("authentication", "bad secret (AUDIT_CLIENT_SECRET)", True))
@@ -218,7 +220,7 @@ def test_dooming_error_stops_scheduling_lets_lanes_finish_and_fails_the_collecti
 
 
 def test_status_lists_windows_in_flight() -> None:
-    window = CollectionWindow(spec(4, 2))
+    window = window_for(spec(4, 2))
     window.fill()
     status = window.status()
     assert status["inFlight"] == 2 and status["total"] == 4 and status["percent"] == 0.0
@@ -241,14 +243,14 @@ def test_attempts_count_tries_of_the_chunk_not_its_steps() -> None:
                 return ActivityResult(False, error=ActivityError("transient", "503"))
         return happy(step, window)
 
-    window = CollectionWindow(spec(2, 2, retry_base_seconds=1.0))
+    window = window_for(spec(2, 2, retry_base_seconds=1.0))
     run(window, export_fails_once_on_lane_0, random.Random(3))
     assert exports == {0: [1, 2], 1: [1]}
     assert window.state.completed == 2 and window.state.failed == 0
 
 
 def test_sink_and_crash_failures_are_retried_but_permanent_ones_are_not() -> None:
-    window = CollectionWindow(spec(3, 3, "exchange", max_attempts=2, retry_base_seconds=10), now=T0)
+    window = window_for(spec(3, 3, "exchange", max_attempts=2, retry_base_seconds=10), now=T0)
     steps = window.fill()
     assert len(steps) == 3
     later = T0 + timedelta(seconds=10)
@@ -269,7 +271,7 @@ def test_sink_and_crash_failures_are_retried_but_permanent_ones_are_not() -> Non
 
 
 def test_a_graph_chunk_over_the_record_budget_is_split_until_the_minimum_window() -> None:
-    window = CollectionWindow(spec(1, 1, max_records_per_chunk=500, min_split_seconds=1800, delete_queries=True))
+    window = window_for(spec(1, 1, max_records_per_chunk=500, min_split_seconds=1800, delete_queries=True))
     (_submit,) = window.fill()
     window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
     (check,) = window.on_timer(0)
@@ -300,12 +302,12 @@ def test_graph_outcomes_follow_the_status_and_the_lane_options() -> None:
     capped = status(QueryState.SUCCEEDED, limit=True)
     assert chunk_rules.graph_outcome(capped, splittable=True, max_records=0) == "split"
     assert chunk_rules.graph_outcome(capped, splittable=False, max_records=0) == "export_incomplete"
-    assert chunk_rules.can_split(3600, 1800) and not chunk_rules.can_split(3599, 1800)
+    assert can_split(3600, 1800) and not can_split(3599, 1800)
 
 
 def test_the_next_check_counts_from_when_the_last_was_issued_not_from_its_answer() -> None:
     options = {"poll_interval_seconds": 100, "poll_min_interval_seconds": 1, "poll_max_interval_seconds": 1000}
-    window = CollectionWindow(spec(1, 1, **options), now=T0)
+    window = window_for(spec(1, 1, **options), now=T0)
     window.fill()
     (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q"}))
     window.now = wait.until  # 100 s after the submit
@@ -326,7 +328,7 @@ def test_a_check_delayed_by_a_host_outage_does_not_teach_the_outage_as_a_running
     Learning the outage made every later query's first check wait four and a half hours (a follower caught up after
     kill -9 stalled on it)."""
     options = {"poll_interval_seconds": 30, "poll_min_interval_seconds": 5, "poll_max_interval_seconds": 300}
-    window = CollectionWindow(spec(3, 1, **options), now=T0)
+    window = window_for(spec(3, 1, **options), now=T0)
     window.fill()
     (wait,) = window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
     assert wait.after(T0) == 30
@@ -334,7 +336,7 @@ def test_a_check_delayed_by_a_host_outage_does_not_teach_the_outage_as_a_running
     (check,) = window.on_timer(0)
     assert isinstance(check, CallActivity)
     assert window.on_result(0, collected(check)) == []
-    assert window.state.durations == [30.0]
+    assert window.source.durations == [30.0]
     (submit,) = window.fill()
     (wait,) = window.on_result(submit.lane, ActivityResult.success({"queryId": "q-1"}))
     assert wait.after(window.now) == 27  # 0.9 x 30 s, not 0.9 x five hours

@@ -20,6 +20,7 @@ from shared import names
 from shared.budget.machine import Budget
 from shared.budget.wire import BudgetRequest
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary, JsonDict, iso
+from shared.sources.registry import window_for
 from shared.timeline.planning import ChunkPlan
 from shared.window.machine import CollectionSpec, CollectionWindow
 from shared.window.state import (
@@ -107,7 +108,7 @@ class Tenant:
         self.budget = Budget()
         self.rng = random.Random(seed)
         self.now = T0
-        self.collections = [Collection(s, CollectionWindow(s, now=T0)) for s in specs]
+        self.collections = [Collection(s, window_for(s, now=T0)) for s in specs]
         self.working_peak = 0
         self.entity_calls = 0
         self.signals: list[tuple[str, JsonDict]] = []
@@ -135,7 +136,7 @@ class Tenant:
                 c.window.park(timer.lane)
         if c.window.should_continue_as_new:
             carried = c.window.carry()
-            c.window = CollectionWindow(c.spec, Carried.from_json(carried.to_json()), now=self.now)
+            c.window = window_for(c.spec, Carried.from_json(carried.to_json()), now=self.now)
             c.pending = []  # only the renewal timer can be left; its due time was carried
             c.executions += 1
             self.take(c, c.window.resume() + c.window.fill())
@@ -238,7 +239,7 @@ def test_three_collections_share_two_slots_first_come_first_served() -> None:
 
 
 def test_budget_off_asks_nothing_of_the_entity() -> None:
-    window = CollectionWindow(spec(b=0, k=2))
+    window = window_for(spec(b=0, k=2))
     steps = window.fill()
     assert [type(s) for s in steps] == [CallActivity, CallActivity]
     assert window.status()["budget"] is None
@@ -250,8 +251,8 @@ def test_budget_off_asks_nothing_of_the_entity() -> None:
 
 
 def test_a_lane_waits_for_tenant_budget_before_its_first_call() -> None:
-    window = CollectionWindow(spec(b=1, k=3, source="graph"), now=T0)
-    window.free_slots = 3  # what an earlier answer said: three lanes ask at once (and race for one slot)
+    window = window_for(spec(b=1, k=3, source="graph"), now=T0)
+    window.budget.free_slots = 3  # what an earlier answer said: three lanes ask at once (and race for one slot)
     first = window.fill()
     assert [(type(s), s.lane) for s in first] == [(CallEntity, 0), (CallEntity, 1), (CallEntity, 2)]
     acquire = first[0]
@@ -274,7 +275,7 @@ def test_a_lane_waits_for_tenant_budget_before_its_first_call() -> None:
 
 
 def test_lanes_ask_one_at_a_time_until_an_answer_says_more_slots_are_free() -> None:
-    window = CollectionWindow(spec(b=4, k=4, n=10), now=T0)
+    window = window_for(spec(b=4, k=4, n=10), now=T0)
     assert [s.lane for s in window.fill()] == [0]  # nothing known yet: one lane asks
     window.on_budget(0, grant(capacity=4, held=1, waiting=0))
     assert [s.lane for s in window.fill()] == [1, 2, 3]  # three slots free, nobody waiting: three ask at once
@@ -288,8 +289,8 @@ def test_lanes_ask_one_at_a_time_until_an_answer_says_more_slots_are_free() -> N
 
 
 def test_a_slot_given_back_goes_to_the_collection_s_waiting_lane_at_once() -> None:
-    window = CollectionWindow(spec(b=1, k=2), now=T0)
-    window.free_slots = 2
+    window = window_for(spec(b=1, k=2), now=T0)
+    window.budget.free_slots = 2
     window.fill()
     window.on_budget(0, grant())
     window.on_budget(1, {"granted": False, "position": 1})
@@ -301,13 +302,13 @@ def test_a_slot_given_back_goes_to_the_collection_s_waiting_lane_at_once() -> No
 
 
 def test_every_ending_gives_the_slot_back() -> None:
-    window = CollectionWindow(spec(b=3, k=3, source="graph", max_attempts=1), now=T0)
-    window.free_slots = 3
+    window = window_for(spec(b=3, k=3, source="graph", max_attempts=1), now=T0)
+    window.budget.free_slots = 3
     window.fill()
     for lane in range(3):
         window.on_budget(lane, grant(lane + 1, capacity=3, held=lane + 1, waiting=0))
     split = window.on_result(0, ActivityResult(False, error=ActivityError("needs_split", "over"), needs_split=True))
-    assert split == [] and [s.holder for s in window.spares] == [0]  # kept for the next chunk...
+    assert split == [] and [s.holder for s in window.budget.spares] == [0]  # kept for the next chunk...
     halves = window.fill()  # ...which takes it at once (the budget answered just now, nobody waits)
     assert [(type(s), s.lane) for s in halves] == [(CallActivity, 3)] and window.lanes[3].slot.holder == 0  # type: ignore[union-attr]
     failed = window.on_result(1, ActivityResult(False, error=ActivityError("bad_request", "no")))
@@ -320,8 +321,8 @@ def test_every_ending_gives_the_slot_back() -> None:
 
 
 def test_one_renewal_per_period_lists_every_held_slot_and_stops_when_none_is_held() -> None:
-    window = CollectionWindow(spec(b=3, k=3), now=T0)
-    window.free_slots = 3
+    window = window_for(spec(b=3, k=3), now=T0)
+    window.budget.free_slots = 3
     window.fill()
     assert window.on_budget(0, grant(1))[-1] == Wait(RENEW, T0 + timedelta(seconds=10))
     assert not any(isinstance(s, Wait) for s in window.on_budget(1, grant(2)))  # the same timer serves
@@ -351,8 +352,8 @@ def test_one_renewal_per_period_lists_every_held_slot_and_stops_when_none_is_hel
 
 
 def test_slots_and_the_renewal_are_carried_across_continue_as_new() -> None:
-    window = CollectionWindow(spec(b=2, k=2, m=2, n=6, source="graph"), now=T0)
-    window.free_slots = 2
+    window = window_for(spec(b=2, k=2, m=2, n=6, source="graph"), now=T0)
+    window.budget.free_slots = 2
     window.fill()
     window.on_budget(0, grant())
     window.on_budget(1, {"granted": False, "position": 1})  # lane 1 waits for tenant budget on its poll timer
@@ -365,7 +366,7 @@ def test_slots_and_the_renewal_are_carried_across_continue_as_new() -> None:
     assert carried.renew_due == T0 + timedelta(seconds=10)
     assert [(lane.id, lane.holds_slot, lane.phase) for lane in carried.lanes] == [(0, True, "poll"), (1, False, BUDGET)]
     later = T0 + timedelta(seconds=1)
-    resumed = CollectionWindow(window.spec, carried, now=later)
+    resumed = window_for(window.spec, carried, now=later)
     steps = resumed.resume()
     assert Wait(RENEW, T0 + timedelta(seconds=10)) in steps
     assert Wait(1, T0 + timedelta(seconds=POLL)) in steps  # asks again at the same due time, with the same holder
@@ -375,8 +376,8 @@ def test_slots_and_the_renewal_are_carried_across_continue_as_new() -> None:
 
 
 def test_a_doomed_collection_gives_back_its_turn_and_keeps_the_chunk_for_a_retry() -> None:
-    window = CollectionWindow(spec(b=1, k=2, n=3), now=T0)
-    window.free_slots = 2
+    window = window_for(spec(b=1, k=2, n=3), now=T0)
+    window.budget.free_slots = 2
     window.fill()
     window.on_budget(0, grant())
     window.on_budget(1, {"granted": False, "position": 1})
@@ -391,7 +392,7 @@ def test_a_doomed_collection_gives_back_its_turn_and_keeps_the_chunk_for_a_retry
 
 
 def test_an_entity_that_does_not_answer_fails_only_that_chunk_after_the_retries() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=1, max_attempts=2), now=T0)
+    window = window_for(spec(b=1, k=1, n=1, max_attempts=2), now=T0)
     window.fill()
     retry = window.on_budget(0, None)
     assert len(retry) == 1 and isinstance(retry[0], Wait)

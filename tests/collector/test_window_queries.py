@@ -11,6 +11,7 @@ import random
 
 from shared import names
 from shared.models import ActivityError, ActivityResult
+from shared.sources.registry import window_for
 from shared.window.machine import CollectionWindow
 from shared.window.state import CallActivity, Carried, RunOptions
 from tests.collector.window_sim import collected, happy, run, spec
@@ -28,7 +29,7 @@ def _to_export(window: CollectionWindow) -> CallActivity:
 
 def test_deletion_is_off_by_default_and_the_query_is_reported_left_on_the_service() -> None:
     assert RunOptions().delete_queries is False
-    window = CollectionWindow(spec(1, 1))
+    window = window_for(spec(1, 1))
     export = _to_export(window)
     assert window.on_result(0, collected(export, 4)) == []  # no DELETE step: the lane is done
     assert window.finished and window.state.completed == 1
@@ -39,7 +40,7 @@ def test_deletion_is_off_by_default_and_the_query_is_reported_left_on_the_servic
 
 def test_a_failed_query_is_resubmitted_twice_then_the_chunk_fails_and_each_is_left_on_the_service() -> None:
     """Issue 25: a query that ended failed is submitted again (a new name: ``resubmit``), at most twice."""
-    window = CollectionWindow(spec(1, 1))
+    window = window_for(spec(1, 1))
     window.fill()
     for attempt in range(3):
         window.on_result(0, ActivityResult.success({"queryId": f"q-{attempt}"}))
@@ -63,7 +64,7 @@ def test_with_deletion_on_only_a_2xx_counts_as_deleted() -> None:
         ({"deleted": True}, "deleteFailed"),  # an answer without a disposition is not taken as a deletion
     ]
     for data, counted in outcomes:
-        window = CollectionWindow(spec(1, 1, delete_queries=True))
+        window = window_for(spec(1, 1, delete_queries=True))
         export = _to_export(window)
         (delete,) = window.on_result(0, collected(export))
         assert isinstance(delete, CallActivity) and delete.name == names.ACTIVITY_GRAPH_DELETE
@@ -72,7 +73,7 @@ def test_with_deletion_on_only_a_2xx_counts_as_deleted() -> None:
 
 
 def test_a_crashed_delete_is_a_failed_delete() -> None:
-    window = CollectionWindow(spec(1, 1, delete_queries=True))
+    window = window_for(spec(1, 1, delete_queries=True))
     export = _to_export(window)
     window.on_result(0, collected(export))
     crashed = ActivityResult(False, error=ActivityError("activity_crashed", "worker lost"))
@@ -81,24 +82,24 @@ def test_a_crashed_delete_is_a_failed_delete() -> None:
 
 
 def test_query_counts_survive_continue_as_new() -> None:
-    window = CollectionWindow(spec(6, 2, m=3))
+    window = window_for(spec(6, 2, m=3))
     run(window, happy, random.Random(3))
     assert window.should_continue_as_new
     carried = window.carry()
-    assert carried.queries["leftOnService"] + len(carried.lanes) == 3  # three chunks started, each lane done or carried
-    again = Carried.from_json(carried.to_json())
-    assert again.queries == carried.queries
-    assert (
-        Carried.from_json({"cursor": 0, "completed": 0, "failed": 0, "records": 0, "splits": 0}).queries == NO_QUERIES
-    )
+    counted = carried.sections["queries"]["leftOnService"]
+    assert counted + len(carried.lanes) == 3  # three chunks started, each lane done or carried
+    again = window_for(window.spec, Carried.from_json(carried.to_json()))
+    assert again.source.queries == carried.sections["queries"]
+    old = Carried.from_json({"cursor": 0, "completed": 0, "failed": 0, "records": 0, "splits": 0})
+    assert window_for(window.spec, old).source.queries == NO_QUERIES
 
 
 def test_exchange_collections_have_no_queries_and_pass_high_completeness() -> None:
-    window = CollectionWindow(spec(2, 2, "exchange", high_completeness=True))
+    window = window_for(spec(2, 2, "exchange", high_completeness=True))
     steps = window.fill()
     assert all(isinstance(s, CallActivity) and s.input["highCompleteness"] is True for s in steps)
-    assert window.output(None)["queries"] is None
-    plain = CollectionWindow(spec(1, 1, "exchange"))
+    assert window.output(None).get("queries") is None
+    plain = window_for(spec(1, 1, "exchange"))
     (step,) = plain.fill()
     assert isinstance(step, CallActivity) and step.input["highCompleteness"] is False
 

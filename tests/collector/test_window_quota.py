@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from shared import names
 from shared.budget.machine import Limits
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
-from shared.window.budget_lanes import QUOTA_WAIT
-from shared.window.machine import CollectionWindow
+from shared.sources.registry import window_for
+from shared.window.budget import QUOTA_WAIT
 from shared.window.state import BUDGET, CallActivity, CallEntity, SignalEntity, Wait
 from tests.collector.test_window_budget import LEASE, POLL, T0, Tenant, done, grant, spec
 
@@ -79,7 +79,7 @@ def test_collections_of_one_tenant_never_submit_more_than_the_quota_in_24_hours_
 
 
 def test_a_lane_told_the_quota_is_spent_waits_on_a_timer_and_the_status_says_until_when() -> None:
-    window = CollectionWindow(quota_spec(n=4, k=2), now=T0)
+    window = window_for(quota_spec(n=4, k=2), now=T0)
     first = window.fill()
     assert first == [
         CallEntity(0, "acquire", {"holder": "c1/0", "leaseSeconds": LEASE, "waitSeconds": POLL, "submit": 1})
@@ -108,7 +108,7 @@ def test_a_lane_told_the_quota_is_spent_waits_on_a_timer_and_the_status_says_unt
 
 
 def test_a_slot_coming_back_does_not_end_a_wait_for_the_quota() -> None:
-    window = CollectionWindow(quota_spec(n=3, k=2), now=T0)
+    window = window_for(quota_spec(n=3, k=2), now=T0)
     window.fill()
     window.on_budget(0, {**grant(capacity=3, held=1, waiting=0), "credit": 1})
     window.fill()
@@ -123,7 +123,7 @@ def test_a_slot_coming_back_does_not_end_a_wait_for_the_quota() -> None:
 
 
 def test_a_submit_that_failed_asks_a_new_credit_on_the_slot_it_holds() -> None:
-    window = CollectionWindow(quota_spec(n=1, k=1), now=T0)
+    window = window_for(quota_spec(n=1, k=1), now=T0)
     window.fill()
     window.on_budget(0, {**grant(capacity=3, held=1, waiting=0), "credit": 1})
     retry = window.on_result(0, ActivityResult(False, error=ActivityError("transient", "503")))
@@ -139,7 +139,7 @@ def test_a_submit_that_failed_asks_a_new_credit_on_the_slot_it_holds() -> None:
 
 
 def test_a_graph_lane_that_would_submit_never_takes_a_slot_handed_on_without_asking() -> None:
-    window = CollectionWindow(quota_spec(n=3, k=1), now=T0)
+    window = window_for(quota_spec(n=3, k=1), now=T0)
     window.fill()
     window.on_budget(0, {**grant(capacity=3, held=1, waiting=0), "credit": 1})
     window.on_result(0, ActivityResult.success({"queryId": "q-0"}))
@@ -151,6 +151,6 @@ def test_a_graph_lane_that_would_submit_never_takes_a_slot_handed_on_without_ask
 
 
 def test_without_the_quota_a_lane_asks_no_credit() -> None:
-    window = CollectionWindow(spec(b=3, k=1, source="graph"), now=T0)
+    window = window_for(spec(b=3, k=1, source="graph"), now=T0)
     assert window.fill() == [CallEntity(0, "acquire", {"holder": "c1/0", "leaseSeconds": LEASE, "waitSeconds": POLL})]
     assert "quota" not in window.status()["budget"]

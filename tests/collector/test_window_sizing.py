@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from shared.models import ActivityResult, Chunk, ChunkSummary
+from shared.sources.exchange.sizing import ExchangeSizing
+from shared.sources.registry import window_for
 from shared.window.machine import CollectionWindow
-from shared.window.sizing import ExchangeSizing
 from shared.window.state import CallActivity
 from tests.collector.window_sim import T0, run, spec
 
@@ -68,7 +69,7 @@ class Tenant:
 
 
 def sized(hours: int, k: int = 3, target: int = 3250, continuing: int = 32_500, **options: object) -> CollectionWindow:
-    return CollectionWindow(
+    return window_for(
         spec(
             hours,
             k,
@@ -100,7 +101,7 @@ def test_the_first_lane_probes_alone_then_the_rest_start_sized() -> None:
     assert len(window.lanes) == 3  # the first call showed at least 5,000 an hour: the others start, each halved
     halves = [Chunk.from_json(s.input["chunk"]) for s in more if isinstance(s, CallActivity) and s.lane != step.lane]
     assert [c.seconds for c in halves] == [1800.0, 1800.0]
-    assert window.state.exchange.presplits == 1 and window.total == 7
+    assert window.source.sizing.presplits == 1 and window.total == 7
 
 
 def test_a_dense_tenant_behind_sessions_that_start_over_is_read_in_short_calls_after_a_few_splits() -> None:
@@ -122,7 +123,7 @@ def test_sessions_that_continue_let_windows_grow_to_a_share_of_the_session_cap()
     tenant = Tenant(12_000, continues=True)
     window = sized(24)
     run(window, tenant.respond, random.Random(5))
-    assert _covers_once(tenant.committed, 24) and window.state.exchange.continues is True
+    assert _covers_once(tenant.committed, 24) and window.source.sizing.continues is True
     assert window.state.splits == 0
     # 12,000 an hour in calls of 5,000: 3 calls per hour is the least any reader needs; a few halves early on
     assert tenant.calls <= 24 * 3 + 6, tenant.calls
@@ -131,10 +132,10 @@ def test_sessions_that_continue_let_windows_grow_to_a_share_of_the_session_cap()
 
 def test_sizing_off_is_the_planned_chunks_as_they_are_and_counts_calls_only() -> None:
     tenant = Tenant(1_000, continues=True)
-    assert len(CollectionWindow(spec(6, 3, "exchange")).fill()) == 3  # an input written before sizing: no probe
-    window = CollectionWindow(spec(6, 3, "exchange"))
+    assert len(window_for(spec(6, 3, "exchange")).fill()) == 3  # an input written before sizing: no probe
+    window = window_for(spec(6, 3, "exchange"))
     run(window, tenant.respond, random.Random(1))
-    assert window.state.exchange.presplits == 0 and len(tenant.committed) == 6
+    assert window.source.sizing.presplits == 0 and len(tenant.committed) == 6
     assert window.status()["exchange"] == {"calls": 6, "fullCalls": 0, "splits": 0, "presplits": 0}
 
 
@@ -165,15 +166,17 @@ def test_the_targets_come_from_the_fraction_setting_and_zero_turns_sizing_off() 
     import pytest
 
     from shared.errors import ConfigError
-    from shared.requests.run_options import RunOptions
     from shared.settings import Settings
+    from shared.sources.registry import source
 
-    options = RunOptions.from_settings(Settings.from_env({}), 3, source="exchange")
+    options = source("exchange").run_options(Settings.from_env({}), 3, high_completeness=False)
     assert (options.exchange_target_records, options.exchange_target_records_continuing) == (3250, 32_500)
     capped = Settings.from_env({"COLLECTOR_EXCHANGE_TARGET_FRACTION": "0.5", "AUDIT_EXCHANGE_SESSION_CAP": "2000"})
-    options = RunOptions.from_settings(capped, 3, source="exchange")
+    options = source("exchange").run_options(capped, 3, high_completeness=False)
     assert (options.exchange_target_records, options.exchange_target_records_continuing) == (1000, 1000)
-    off = RunOptions.from_settings(Settings.from_env({"COLLECTOR_EXCHANGE_TARGET_FRACTION": "0"}), 3)
+    off = source("exchange").run_options(
+        Settings.from_env({"COLLECTOR_EXCHANGE_TARGET_FRACTION": "0"}), 3, high_completeness=False
+    )
     assert off.exchange_target_records == 0
     with pytest.raises(ConfigError, match="COLLECTOR_EXCHANGE_TARGET_FRACTION"):
         Settings.from_env({"COLLECTOR_EXCHANGE_TARGET_FRACTION": "1.5"})

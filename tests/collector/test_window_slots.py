@@ -17,7 +17,7 @@ from shared.budget.slot_deadline import SlotDeadline, check_request
 from shared.errors import SlotExpiredError
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.sinks.memory import MemorySink
-from shared.window.machine import CollectionWindow
+from shared.sources.registry import window_for
 from shared.window.state import BUDGET, CallActivity, CallEntity, Carried, SignalEntity, Wait
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.test_window_budget import LEASE, POLL, T0, Tenant, done, spec
@@ -56,7 +56,7 @@ def only(steps: list[object]) -> object:
 
 # --- 18.2: a lane re-checks its slot before each server-side step ----------------------------------------------
 def test_a_graph_lane_whose_lease_ran_out_asks_again_before_its_next_status_check_and_keeps_its_query() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=2, source="graph"), now=at(0))
+    window = window_for(spec(b=1, k=1, n=2, source="graph"), now=at(0))
     window.fill()
     submit = only(window.on_budget(0, granted(1, LEASE))[:1])
     assert isinstance(submit, CallActivity) and submit.name == names.ACTIVITY_GRAPH_SUBMIT
@@ -81,7 +81,7 @@ def test_a_graph_lane_whose_lease_ran_out_asks_again_before_its_next_status_chec
 
 
 def test_an_exchange_lane_told_by_a_renewal_that_its_slot_is_gone_asks_again_before_its_next_call() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=1, m=1000), now=at(0))
+    window = window_for(spec(b=1, k=1, n=1, m=1000), now=at(0))
     window.fill()
     call = window.on_budget(0, granted(1, LEASE))[0]
     assert isinstance(call, CallActivity) and call.input["slotDeadline"] == stamp(LEASE - MARGIN)
@@ -99,7 +99,7 @@ def test_an_exchange_lane_told_by_a_renewal_that_its_slot_is_gone_asks_again_bef
 
 
 def test_a_lane_that_gets_its_own_grant_back_lost_nothing() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=1, m=1000), now=at(0))
+    window = window_for(spec(b=1, k=1, n=1, m=1000), now=at(0))
     window.fill()
     window.on_budget(0, granted(7, LEASE))
     window.now = at(LEASE - MARGIN)  # its deadline: the next call asks first (the entity still has the lease)
@@ -110,7 +110,7 @@ def test_a_lane_that_gets_its_own_grant_back_lost_nothing() -> None:
 
 
 def test_an_activity_that_found_its_deadline_passed_sends_the_lane_back_to_the_budget() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=1, m=1000), now=at(0))
+    window = window_for(spec(b=1, k=1, n=1, m=1000), now=at(0))
     window.fill()
     window.on_budget(0, granted(1, LEASE))
     window.now = at(LEASE)  # the activity ran late (its worker was paused) and refused to call
@@ -121,7 +121,7 @@ def test_an_activity_that_found_its_deadline_passed_sends_the_lane_back_to_the_b
 
 
 def test_a_graph_export_stopped_at_a_deadline_the_window_saw_renewed_goes_again_without_the_page_check() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=1, source="graph", max_attempts=3), now=at(0))
+    window = window_for(spec(b=1, k=1, n=1, source="graph", max_attempts=3), now=at(0))
     window.fill()
     window.on_budget(0, granted(1, LEASE))
     window.on_result(0, ActivityResult.success({"queryId": "q"}))
@@ -180,7 +180,7 @@ def test_inside_guarding_every_request_is_checked_or_only_those_that_advance_a_s
 
 # --- 18.11: a slot serves the collection's next chunk without a round trip while nobody waits --------------------
 def test_a_slot_goes_to_the_collection_s_next_chunk_without_asking_while_nobody_waits() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=3, m=1000), now=at(0))
+    window = window_for(spec(b=1, k=1, n=3, m=1000), now=at(0))
     window.fill()
     first = window.on_budget(0, granted(1, LEASE))[0]
     assert isinstance(first, CallActivity)
@@ -191,7 +191,7 @@ def test_a_slot_goes_to_the_collection_s_next_chunk_without_asking_while_nobody_
 
 
 def test_a_slot_goes_through_the_budget_when_someone_waits_or_the_last_answer_is_older_than_a_poll() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=3, m=1000), now=at(0))
+    window = window_for(spec(b=1, k=1, n=3, m=1000), now=at(0))
     window.fill()
     first = window.on_budget(0, granted(1, LEASE, waiting=1))[0]  # another collection waits
     window.now = at(1)
@@ -206,7 +206,7 @@ def test_a_slot_goes_through_the_budget_when_someone_waits_or_the_last_answer_is
 
 
 def test_with_nothing_left_to_start_the_slot_goes_back_to_the_budget() -> None:
-    window = CollectionWindow(spec(b=1, k=1, n=1, m=1000), now=at(0))
+    window = window_for(spec(b=1, k=1, n=1, m=1000), now=at(0))
     window.fill()
     call = window.on_budget(0, granted(1, LEASE))[0]
     assert window.on_result(0, done(call)) + window.fill() == [SignalEntity("release", {"holder": "c1/0"})]  # type: ignore[arg-type]
@@ -251,8 +251,8 @@ def test_a_waiting_collection_is_served_within_two_polls_although_the_holder_han
 
 
 def test_slots_of_lanes_that_end_while_switching_go_to_the_next_execution_and_are_renewed_meanwhile() -> None:
-    window = CollectionWindow(spec(b=2, k=2, n=6, m=3), now=at(0))
-    window.free_slots = 2
+    window = window_for(spec(b=2, k=2, n=6, m=3), now=at(0))
+    window.budget.free_slots = 2
     first = window.fill()
     zero, one = (window.on_budget(s.lane, granted(s.lane + 1, LEASE, held=s.lane + 1, capacity=2))[0] for s in first)
     window.now = at(1)
@@ -267,15 +267,15 @@ def test_slots_of_lanes_that_end_while_switching_go_to_the_next_execution_and_ar
     assert window.should_continue_as_new
     carried = Carried.from_json(window.carry().to_json())
     assert [(s.holder, s.lease_until) for s in carried.spares] == [(1, at(1 + LEASE)), (0, at(1 + LEASE))]
-    nxt = CollectionWindow(window.spec, carried, now=at(1.5))
+    nxt = window_for(window.spec, carried, now=at(1.5))
     steps = nxt.resume() + nxt.fill()
     assert [type(s) for s in steps] == [Wait, CallActivity, CallActivity]  # the renewal's timer, two chunks at once
     assert [nxt.lanes[lane].slot.holder for lane in (3, 4)] == [1, 0]  # type: ignore[union-attr]
 
 
 def test_while_switching_a_slot_someone_waits_for_goes_back_at_once_instead_of_idling_through_the_switch() -> None:
-    window = CollectionWindow(spec(b=2, k=2, n=6, m=3), now=at(0))
-    window.free_slots = 2
+    window = window_for(spec(b=2, k=2, n=6, m=3), now=at(0))
+    window.budget.free_slots = 2
     first = window.fill()
     zero = window.on_budget(first[0].lane, granted(1, LEASE, held=1, capacity=2))[0]
     one = window.on_budget(first[1].lane, granted(2, LEASE, held=2, waiting=1, capacity=2))[0]  # someone waits

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from shared import names
 from shared.models import ActivityError, ActivityResult, Chunk
+from shared.sources.registry import window_for
 from shared.window.machine import CollectionWindow
 from shared.window.state import CallActivity, Carried, Lane, Step, Wait
 from tests.collector.window_sim import T0, happy, run, spec, summary_for
@@ -22,7 +23,7 @@ def test_executions_switch_without_draining_and_carry_their_lanes() -> None:
     executions = 0
     carried_lanes: list[int] = []
     while True:
-        window = CollectionWindow(spec_, carried, now=T0 + timedelta(hours=executions))
+        window = window_for(spec_, carried, now=T0 + timedelta(hours=executions))
         executions += 1
         issued = run(window, happy, random.Random(executions))
         started = [s for s in issued if isinstance(s, CallActivity) and s.input["attempt"] == 1]
@@ -39,7 +40,7 @@ def test_executions_switch_without_draining_and_carry_their_lanes() -> None:
 
 def test_a_parked_lane_resumes_its_timer_at_the_carried_due_time_or_its_call_at_once() -> None:
     options = {"poll_interval_seconds": 60, "poll_min_interval_seconds": 60}
-    window = CollectionWindow(spec(4, 2, m=2, **options), now=T0)
+    window = window_for(spec(4, 2, m=2, **options), now=T0)
     first = window.fill()
     assert len(first) == 2 and window.switching  # two chunks started, the budget is spent, more are planned
     # switching: lane 0's first poll is parked with its due time instead of being issued
@@ -54,7 +55,7 @@ def test_a_parked_lane_resumes_its_timer_at_the_carried_due_time_or_its_call_at_
         (0, "timer", T0 + timedelta(seconds=60)),
         (1, "timer", T0 + timedelta(seconds=65)),
     ]
-    nxt = CollectionWindow(window.spec, carried, now=T0 + timedelta(seconds=62))
+    nxt = window_for(window.spec, carried, now=T0 + timedelta(seconds=62))
     resumed = nxt.resume()
     # lane 0's check is overdue: issued at once; lane 1 waits for its own due time, not a fresh interval
     assert isinstance(resumed[0], CallActivity) and resumed[0].name == names.ACTIVITY_GRAPH_COLLECT
@@ -80,7 +81,7 @@ def test_while_switching_a_lane_keeps_working_if_its_call_ends_before_the_slowes
         Lane(0, hours[0], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=10, parked="call"),
         Lane(1, hours[1], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=60, parked="call"),
     ]
-    window = CollectionWindow(spec(12, 2, "exchange", m=1), Carried(cursor=2, next_lane=2, lanes=lanes), now=T0)
+    window = window_for(spec(12, 2, "exchange", m=1), Carried(cursor=2, next_lane=2, lanes=lanes), now=T0)
     first = window.resume()
     assert [s.lane for s in first] == [0, 1] and not window.switching  # carried lanes do not count as starts
 
@@ -114,7 +115,7 @@ def test_while_switching_a_lane_keeps_working_if_its_call_ends_before_the_slowes
 
 def test_a_switch_called_off_sends_the_parked_lanes_on_in_this_execution() -> None:
     # Doom while switching: the execution ends with its lanes, so a parked lane must go on here.
-    window = CollectionWindow(spec(6, 2, m=2, poll_interval_seconds=60, poll_min_interval_seconds=60), now=T0)
+    window = window_for(spec(6, 2, m=2, poll_interval_seconds=60, poll_min_interval_seconds=60), now=T0)
     window.fill()
     assert window.switching
     assert window.on_result(0, ActivityResult.success({"queryId": "q-0"})) == []  # parked with its due time
@@ -131,7 +132,7 @@ def test_a_switch_called_off_sends_the_parked_lanes_on_in_this_execution() -> No
         Lane(i, hours[i], "collect", attempts=1, calls=1, cursor=cursor, call_seconds=took, parked="call")
         for i, took in enumerate([10.0, 60.0, 50.0])
     ]
-    window = CollectionWindow(spec(5, 3, "exchange", m=1), Carried(cursor=3, next_lane=3, lanes=lanes), now=T0)
+    window = window_for(spec(5, 3, "exchange", m=1), Carried(cursor=3, next_lane=3, lanes=lanes), now=T0)
     first = window.resume()
     going_on = ActivityResult.success({"cursor": cursor})
     window.now = T0 + timedelta(seconds=10)
@@ -176,7 +177,7 @@ def test_every_chunk_completes_once_across_switches(n: int, k: int, m: int, seed
     rng = random.Random(seed)
     issued: list[Step] = []
     for execution in range(1, 10 * n + 2):
-        window = CollectionWindow(spec(n, k, source, m=m), carried, now=T0 + timedelta(hours=execution))
+        window = window_for(spec(n, k, source, m=m), carried, now=T0 + timedelta(hours=execution))
         issued += run(window, three_calls, rng)
         if not window.should_continue_as_new:
             break

@@ -79,7 +79,9 @@ def run(window: CollectionWindow, respond: Responder, rng: random.Random, log: l
         else:
             new = window.on_result(step.lane, respond(step, window))
         new += window.fill()
-        if window.may_start() and window._may_start_sized():  # work left and budget left: the window must be full
+        if window.may_start() and window.source.may_start(
+            window.lanes
+        ):  # work left and budget left: the window must be full
             assert len(window.lanes) == window.options.max_concurrency  # (unless its first Exchange lane probes)
         issued += new
         pending += new

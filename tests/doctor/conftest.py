@@ -62,6 +62,7 @@ def app_env(emu: Emulator, output: dict[str, str], **overrides: str) -> dict[str
         "AUDIT_AUTHORITY_HOST": emu.authority_host,
         "AUDIT_GRAPH_BASE_URL": emu.graph_base_url,
         "AUDIT_EXCHANGE_BASE_URL": emu.exchange_base_url,
+        "AUDIT_FEED_BASE_URL": emu.feed_base_url,
         "AUDIT_CA_BUNDLE": str(emu.ca_bundle),
         "AUDIT_MAX_RETRY_WAIT_SECONDS": "0.05",
         **output,

@@ -15,7 +15,8 @@ import pytest
 from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
 
 from m365_emulator import Emulator
-from shared.doctor.model import GRAPH_PROBES, PROBE_ORDER
+from shared.doctor.graph_probe import GRAPH_PROBES
+from shared.doctor.sources import PROBE_ORDER
 from tests.doctor.conftest import CLIENT, DOMAIN, SECRET, app_env, folder_output, process_env
 from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, Azurite
 

@@ -12,7 +12,8 @@ from azure.storage.blob import BlobServiceClient
 
 from m365_emulator import AppRegistration, Emulator, IngestionSettings
 from shared.doctor import Outcome, run_doctor
-from shared.doctor.model import PROBE_ORDER, DoctorReport
+from shared.doctor.model import DoctorReport
+from shared.doctor.sources import PROBE_ORDER
 from tests.doctor.conftest import (
     DOMAIN,
     NO_GRAPH_CLIENT,

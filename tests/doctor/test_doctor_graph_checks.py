@@ -12,7 +12,8 @@ import pytest
 
 from m365_emulator import AppRegistration, Emulator
 from shared.doctor import run_doctor
-from shared.doctor.model import PROBE_ORDER, DoctorReport
+from shared.doctor.model import DoctorReport
+from shared.doctor.sources import PROBE_ORDER
 from shared.errors import AUDITING_FIX
 from tests.doctor.conftest import DOMAIN, SECRET, TENANT, app_env, folder_output
 

@@ -23,7 +23,7 @@ from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_ac
 
 from m365_emulator import Emulator
 from shared.doctor import run_doctor
-from shared.doctor.model import PROBE_ORDER
+from shared.doctor.sources import PROBE_ORDER
 from tests.doctor.conftest import CLIENT, DOMAIN, SECRET, app_env, process_env
 from tests.support.azurite import DEV_ACCOUNT, DEV_KEY, Azurite
 from tests.support.hosted_profile import hosted

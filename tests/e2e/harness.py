@@ -54,6 +54,7 @@ def base_env(
         "AUDIT_AUTHORITY_HOST": emulator.authority_host,
         "AUDIT_GRAPH_BASE_URL": emulator.graph_base_url,
         "AUDIT_EXCHANGE_BASE_URL": emulator.exchange_base_url,
+        "AUDIT_FEED_BASE_URL": emulator.feed_base_url,
         "AUDIT_CA_BUNDLE": str(emulator.ca_bundle),
     }
     settings = hosted_env(

@@ -35,9 +35,10 @@ JUMP = timedelta(hours=12)
 
 
 def frontier(start: datetime, now: datetime) -> datetime:
-    """The end of the newest window that closed the usual delay ago (what the follower covers once it caught up)."""
+    """The end of the newest window that closed the usual delay ago (what the follower covers once it caught up):
+    ``start`` itself while none has (the first hours after midnight, when a run begins then)."""
     edge = now - timedelta(minutes=DELAY)
-    return start + timedelta(minutes=INTERVAL) * ((edge - start) // timedelta(minutes=INTERVAL))
+    return start + timedelta(minutes=INTERVAL) * max(0, (edge - start) // timedelta(minutes=INTERVAL))
 
 
 class Follower:

@@ -58,7 +58,8 @@ AZURE_ONLY = frozenset(
 store), Application Insights, the host's function timeout, the managed identity, and the two replaced by named
 conveniences (the Key Vault certificate by ``client_secret``, the blob account by ``output_folder``)."""
 
-GUARDED = (TASK_HUB_SETTING, BUDGET_KEY_SETTING, "COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE")
+BUDGETS = ("COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE", "COLLECTOR_BUDGET_FEED")
+GUARDED = (TASK_HUB_SETTING, BUDGET_KEY_SETTING, *BUDGETS)
 """Settings a test may only change through ``deviations``: the hub, the budget key, and turning a budget off."""
 
 
@@ -156,4 +157,4 @@ def checked(extra: Mapping[str, str] | None, *, base: Mapping[str, str]) -> dict
 
 def _keeps_budget(name: str, value: str) -> bool:
     """A test may size a budget (B = 2 to see contention); turning it off is a deviation."""
-    return name in ("COLLECTOR_BUDGET_GRAPH", "COLLECTOR_BUDGET_EXCHANGE") and value.strip() not in ("", "0")
+    return name in BUDGETS and value.strip() not in ("", "0")

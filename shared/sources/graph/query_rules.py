@@ -23,11 +23,6 @@ EXPORT_INCOMPLETE = "export_incomplete"
 """A window that cannot be split any further but is over the cap: export what the query holds, reported incomplete."""
 
 
-def can_split(chunk_seconds: float, min_split_seconds: float) -> bool:
-    """Halves of the window would still be at least the minimum split."""
-    return chunk_seconds / 2 >= min_split_seconds
-
-
 def record_cap(status: QueryStatus) -> int:
     """The query's record cap: ``recordCountLimit`` where the service says it, else 1,000,000."""
     limit = status.record_count_limit
@@ -67,9 +62,6 @@ each costs one of the tenant's daily submissions, so the bound is small (CIPP re
 STUCK_SECONDS = 4 * 3600.0
 """A query still unfinished this long after its submission is given up on and resubmitted (CIPP re-plans searches
 still running after four hours); ``RunOptions.max_polls`` status checks are the other bound."""
-THROTTLED_RETRIES = 20
-"""Steps answered 429 to the end of their HTTP retries that a chunk retries without spending an attempt (the service
-is busy, possibly with other tools' queries: waiting is the remedy, CIPP defers), each after a growing back-off."""
 
 
 def stuck(polls: int, running_seconds: float, max_polls: int) -> bool:

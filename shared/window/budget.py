@@ -1,7 +1,7 @@
 """The window's side of the tenant budget: lanes take a slot before server-side work and give it back as they end.
 
-A mixin of ``shared.window.machine.CollectionWindow`` (kept apart so both stay small), pure like it: it only returns
-steps.
+An object the window holds (``CollectionWindow.budget``), pure like it: it only returns steps, and acts on lanes through
+the window (``BudgetHost``): the lane transitions, and the source's lanes for where a granted lane goes on.
 
 * A lane begins in ``BUDGET`` ("waiting for tenant budget") and asks the ``tenant_budget`` entity to ``acquire``
   a slot for its holder id ``<collection>/<lane>``; the answer is a grant or a queue place, in one call. Granted, the
@@ -26,7 +26,8 @@ steps.
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
 * Every operation carries the collection's token (``shared.budget.token``) from the orchestration input.
-* **The tenant's daily Graph quota.** Before every Graph query it submits (its first, and any again) a lane takes a
+* **The tenant's daily Graph quota.** Before every query it submits (its first, and any again: a phase its source's
+  ``SourceLanes.submits`` names, Graph's submit; the budget keeps a quota only for a source with one) a lane takes a
   submission credit with the ``acquire`` that gives it its slot (``submit``: a number unique in the collection, so a
   re-sent ``acquire`` takes it once); a slot it holds already is renewed by the same call. A lane whose next call
   submits never takes a slot handed on without asking. When the tenant's allowance is spent the answer says until
@@ -40,24 +41,23 @@ this runs: lanes start in their first server-side phase and nothing is sent to t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from shared.budget.quota import wait_until
 from shared.budget.wire import BudgetOptions, BudgetRequest, holder_id
 from shared.models import ActivityError, JsonDict, iso, parse_iso
 from shared.requests.collection_spec import CollectionSpec
+from shared.window.lanes import SourceLanes
 from shared.window.state import (
     BUDGET,
-    COLLECT,
-    POLL,
     RENEW,
-    SUBMIT,
     CallActivity,
     CallEntity,
     Cancel,
     Carried,
     Lane,
-    RunOptions,
     SignalEntity,
     Slot,
     Step,
@@ -67,149 +67,168 @@ from shared.window.state import (
 
 QUOTA_WAIT = "waiting for the tenant's daily Graph quota"
 """The budget state while a lane waits for the quota (followed by " until <time>")."""
-SERVER_PHASES = frozenset({SUBMIT, POLL, COLLECT})
-"""Phases whose calls use the lane's slot (a DELETE ends a query: it needs none)."""
 
 
-class BudgetLanes:
-    """Budget steps of the window; ``CollectionWindow`` provides the state and the lane transitions used here."""
-
-    spec: CollectionSpec
-    state: Carried
-    lanes: dict[int, Lane]
-    now: datetime
-    renewing: bool
-    """The collection-wide renewal is in flight (an entity call of this execution)."""
-    renew_holders: list[str]
-    """The holders that renewal names (only their leases move to its answer's ``leaseUntil``)."""
-    free_slots: int
-    """Slots the budget's latest answer left free with nobody waiting: how many lanes may ask at once."""
-    budget: BudgetOptions
-    """The collection's ``RunOptions.budget`` (built once: the window runs again on every replay)."""
-    budget_token: str
-    """The collection's token, sent with every operation (from the orchestration input; "" without a secret)."""
+class BudgetHost(Protocol):
+    """The window as its budget sees it: its lanes and state, the lane transitions, its source's lanes."""
 
     @property
-    def options(self) -> RunOptions:
-        raise NotImplementedError
+    def now(self) -> datetime: ...
 
     @property
-    def switching(self) -> bool:
-        raise NotImplementedError
+    def spec(self) -> CollectionSpec: ...
+
+    @property
+    def state(self) -> Carried: ...
+
+    @property
+    def lanes(self) -> Mapping[int, Lane]: ...
+
+    @property
+    def source(self) -> SourceLanes: ...
+
+    @property
+    def switching(self) -> bool: ...
+
+    def next_call(self, lane: Lane) -> list[Step]: ...
+
+    def wait(self, lane: Lane, until: datetime) -> list[Step]: ...
+
+    def error(self, lane: Lane, error: ActivityError) -> list[Step]: ...
+
+    def conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]: ...
+
+    def call(self, lane: Lane) -> CallActivity | CallEntity: ...
+
+
+class LaneBudget:
+    """The collection's slots of the tenant budget: when a lane may start, asks, holds, hands on and gives back."""
+
+    def __init__(self, window: BudgetHost, options: BudgetOptions, token: str) -> None:
+        self.window = window
+        self.options = options
+        """The collection's ``RunOptions.budget`` (built once: the window runs again on every replay)."""
+        self.token = token
+        """The collection's token, sent with every operation (from the orchestration input; "" without a secret)."""
+        self.free_slots = 1
+        """Slots the budget's latest answer left free with nobody waiting: how many lanes may ask at once (one before
+        any answer)."""
+        self.renewing = False
+        """The collection-wide renewal is in flight (an entity call of this execution)."""
+        self.renew_holders: list[str] = []
+        """The holders that renewal names (only their leases move to its answer's ``leaseUntil``)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.options.enabled
 
     @property
     def spares(self) -> list[Slot]:
         """Slots of lanes that ended, not yet handed on (``fill`` settles them; a switch carries them)."""
-        return self.state.spares
-
-    def _next_call(self, lane: Lane) -> list[Step]:
-        raise NotImplementedError
-
-    def _wait(self, lane: Lane, until: datetime) -> list[Step]:
-        raise NotImplementedError
-
-    def _error(self, lane: Lane, error: ActivityError) -> list[Step]:
-        raise NotImplementedError
-
-    def _conclude(self, lane: Lane, ending: tuple[str, object]) -> list[Step]:
-        raise NotImplementedError
-
-    def _call(self, lane: Lane) -> CallActivity | CallEntity:
-        raise NotImplementedError
+        return self.window.state.spares
 
     # --- starting a lane --------------------------------------------------------------------------------------
-    def _may_ask(self) -> bool:
+    def may_ask(self) -> bool:
         """Whether a new lane may start: no lane of this collection waits in the budget's queue, and a slot of an
         ended lane is at hand or fewer lanes ask than the latest answer left slots free (one at a time when nothing
         is known), so lanes rarely ask for slots that are not there."""
-        if not self.budget.enabled:
+        if not self.options.enabled:
             return True
-        if self._queued() is not None:
+        if self.queued() is not None:
             return False
-        asking = sum(1 for lane in self.lanes.values() if lane.phase == BUDGET)
+        asking = sum(1 for lane in self.window.lanes.values() if lane.phase == BUDGET)
         return bool(self.spares) or asking < max(1, self.free_slots)
 
-    def _take_slot(self, lane: Lane) -> list[Step]:
+    def take_slot(self, lane: Lane) -> list[Step]:
         """A new lane's first step: the slot of a lane that just ended when nobody waits for it, else ``acquire``
         (with that slot's release folded in)."""
         spare = self.spares.pop(0) if self.spares else None
-        if spare is not None and self._may_hand_on(spare) and not self._wants_credit(lane):
+        if spare is not None and self._may_hand_on(spare) and not self.wants_credit(lane):
             lane.slot, lane.holds_slot = spare, True
-            spare.since = self.now
-            return [self._call(lane)]
+            spare.since = self.window.now
+            return [self.window.call(lane)]
         lane.phase = BUDGET
-        return [self._acquire(lane, release=spare)]
+        return [self.acquire(lane, release=spare)]
 
     def _may_hand_on(self, spare: Slot) -> bool:
         """The entity's latest answer is younger than a poll and said nobody waits, and the chunk that ended kept
         the slot for at most a poll. A waiter that queued since that answer is therefore passed over only by chunks
         that end within about a poll, and is served at most about two polls later than if every slot went back
         through the budget (it asks again only every poll anyway); chunks longer than a poll never hand on."""
-        poll = timedelta(seconds=self.budget.poll_seconds)
-        short = spare.since is not None and self.now - spare.since <= poll
+        poll = timedelta(seconds=self.options.poll_seconds)
+        short = spare.since is not None and self.window.now - spare.since <= poll
         return short and self._nobody_waits()
 
     def _nobody_waits(self) -> bool:
         """The entity's latest answer is younger than a poll and said nobody (of any collection) waits."""
-        seen = self.state.budget_seen_at
-        fresh = seen is not None and self.now - seen <= timedelta(seconds=self.budget.poll_seconds)
-        return fresh and self.state.budget_waiting == 0 and self._queued() is None
+        state = self.window.state
+        seen = state.budget_seen_at
+        fresh = seen is not None and self.window.now - seen <= timedelta(seconds=self.options.poll_seconds)
+        return fresh and state.budget_waiting == 0 and self.queued() is None
 
-    def _needs_slot(self, lane: Lane) -> bool:
+    def uses_slot(self, lane: Lane) -> bool:
+        """The lane's next call does server-side work under its slot (a budget is kept)."""
+        return self.options.enabled and self.window.source.uses_slot(lane.phase)
+
+    def needs_slot(self, lane: Lane) -> bool:
         """The lane's next call uses its slot, and the slot is gone or its deadline has passed."""
-        if not self.budget.enabled or lane.phase not in SERVER_PHASES:
+        if not self.uses_slot(lane):
             return False
         deadline = self._deadline(lane)
-        return not lane.holds_slot or deadline is None or self.now >= deadline
+        return not lane.holds_slot or deadline is None or self.window.now >= deadline
 
     def _deadline(self, lane: Lane) -> datetime | None:
         if lane.slot is None or lane.slot.lease_until is None:
             return None
-        return lane.slot.lease_until - timedelta(seconds=self.budget.margin_seconds)
+        return lane.slot.lease_until - timedelta(seconds=self.options.margin_seconds)
 
-    def _slot_payload(self, lane: Lane) -> JsonDict:
-        """What the activity checks before each request: the slot's deadline (and whether pages are checked)."""
+    def slot_fields(self, lane: Lane) -> tuple[str | None, bool | None]:
+        """What the activity checks before each request: the slot's deadline and whether pages are checked (None: no
+        deadline known)."""
         deadline = self._deadline(lane)
         if deadline is None:
-            return {}
+            return None, None
         assert lane.slot is not None
         pages, lane.slot.pages_free = not lane.slot.pages_free, False
-        return {"slotDeadline": iso(deadline), "slotPages": pages}
+        return iso(deadline), pages
 
-    def _wants_credit(self, lane: Lane) -> bool:
-        """The lane's next server-side call submits a Graph query and it holds no quota credit for it."""
-        return self.budget.keeps_quota and self._resume_phase(lane) == SUBMIT and not lane.credited
+    def wants_credit(self, lane: Lane) -> bool:
+        """The lane's next server-side call submits a query that costs a credit of the tenant's daily quota (its
+        source says which phase does: Graph's submit) and it holds no credit for it."""
+        source = self.window.source
+        return self.options.keeps_quota and source.submits(source.resume_phase(lane)) and not lane.credited
 
-    def _needs_credit(self, lane: Lane) -> bool:
-        """The lane is about to submit a Graph query without a quota credit (its first, or a submission again)."""
-        return self.budget.keeps_quota and lane.phase == SUBMIT and not lane.credited
+    def needs_credit(self, lane: Lane) -> bool:
+        """The lane is about to submit a query without a quota credit (its first, or a submission again)."""
+        return self.options.keeps_quota and self.window.source.submits(lane.phase) and not lane.credited
 
-    def _ask_credit(self, lane: Lane) -> CallEntity:
+    def ask_credit(self, lane: Lane) -> CallEntity:
         """A credit (and the slot, renewed when held) in one ``acquire`` before the lane submits."""
         lane.phase = BUDGET
         lane.budget_waits = 0
-        return self._acquire(lane)
+        return self.acquire(lane)
 
-    def _spend_credit(self, lane: Lane) -> None:
+    def spend_credit(self, lane: Lane) -> None:
         """The lane's submit is issued: its credit is used (a submission again needs another)."""
         lane.credited, lane.submission = False, 0
 
-    def _ask_again(self, lane: Lane) -> CallEntity:
+    def ask_again(self, lane: Lane) -> CallEntity:
         """The lane's slot is gone or its deadline passed: back to the queue with what it did so far."""
         lane.holds_slot = False
         lane.phase = BUDGET
         lane.budget_waits = 0
-        return self._acquire(lane)
+        return self.acquire(lane)
 
     # --- answers ----------------------------------------------------------------------------------------------
     def on_budget(self, lane_id: int, answer: JsonDict | None) -> list[Step]:
         """The tenant budget answered a lane's ``acquire`` (or the collection's renewal); ``None``: the call failed."""
         if lane_id == RENEW:
             return self._renewed(answer)
-        lane = self.lanes[lane_id]
+        window = self.window
+        lane = window.lanes[lane_id]
         lane.issued_at = lane.due = None
         if answer is None:
-            return self._error(lane, ActivityError("budget_unavailable", "the tenant budget entity did not answer"))
+            return window.error(lane, ActivityError("budget_unavailable", "the tenant budget entity did not answer"))
         self._learn(answer)
         granted = bool(answer.get("granted"))
         quota_until = answer.get("quotaUntil") if not granted else None
@@ -218,7 +237,7 @@ class BudgetLanes:
             if lane.slot is not None:
                 lane.slot.grant = None
             lane.quota_until = parse_iso(quota_until)
-            self.state.quota_waits += 1
+            window.state.quota_waits += 1
         self._count_loss(lane, answer)
         if granted:
             lane.quota_until = None
@@ -232,72 +251,64 @@ class BudgetLanes:
                 self._holder_number(lane),
                 parse_iso(until) if isinstance(until, str) else None,
                 int(grant) if isinstance(grant, int) else None,
-                since=self.now,
+                since=window.now,
             )
             lane.holds_slot = True
-        if self.state.doomed is not None:  # nothing more starts: the chunk stays for a retry
-            return self._conclude(lane, ("unstarted", None))
+        if window.state.doomed is not None:  # nothing more starts: the chunk stays for a retry
+            return window.conclude(lane, ("unstarted", None))
         lane.step_failures = 0
         if granted:
-            lane.phase = self._resume_phase(lane)
-            return self._next_call(lane) + self._keep_renewing()
+            lane.phase = window.source.resume_phase(lane)
+            return window.next_call(lane) + self._keep_renewing()
         lane.budget_waits += 1
-        self.state.budget_waits += 1
-        queued = self._queued()
-        if queued is not None and queued is not lane and not _has_progress(lane):
-            return self._conclude(lane, ("unstarted", None))  # one lane per collection waits; this chunk waits
+        window.state.budget_waits += 1
+        queued = self.queued()
+        if queued is not None and queued is not lane and not window.source.has_progress(lane):
+            return window.conclude(lane, ("unstarted", None))  # one lane per collection waits; this chunk waits
         if lane.quota_until is not None:
-            margin, poll = self.budget.margin_seconds, self.budget.poll_seconds
-            return self._wait(lane, wait_until(lane.quota_until, self.now, margin, poll))
-        return self._wait(lane, later(self.now, self.budget.poll_seconds))
+            margin, poll = self.options.margin_seconds, self.options.poll_seconds
+            return window.wait(lane, wait_until(lane.quota_until, window.now, margin, poll))
+        return window.wait(lane, later(window.now, self.options.poll_seconds))
 
-    def _slot_expired(self, lane: Lane, error: ActivityError) -> list[Step]:
+    def slot_expired(self, lane: Lane, error: ActivityError) -> list[Step]:
         """The activity found the slot's deadline passed and sent nothing (or stopped between pages). Once the
         window sees it passed too, the lane asks the budget again. If the window has seen the lease renewed since
         the call was sent, the call goes again after a back-off, without the page check (so an export longer than
         a lease ends); counted as a failed step, so an activity that keeps refusing a lease the window sees renewed
         (a worker clock ahead by more than the margin) ends after the attempts instead of looping."""
-        if self._needs_slot(lane):
-            return self._next_call(lane)
+        if self.needs_slot(lane):
+            return self.window.next_call(lane)
         if lane.slot is not None:
             lane.slot.pages_free = True
-        return self._error(lane, error)
+        return self.window.error(lane, error)
 
     def _count_loss(self, lane: Lane, answer: JsonDict) -> None:
         """A lane that asked again with a slot it held counts a loss unless it got the same grant back."""
         if lane.slot is None or lane.slot.grant is None:
             return
         if not answer.get("granted") or answer.get("grant") != lane.slot.grant:
-            self.state.budget_lost += 1
+            self.window.state.budget_lost += 1
         lane.slot.grant = None
 
     def _learn(self, answer: JsonDict) -> None:
         quota = answer.get("quota")
         if isinstance(quota, dict):
-            self.state.budget_quota = dict(quota)
+            self.window.state.budget_quota = dict(quota)
         if all(isinstance(answer.get(key), int) for key in ("capacity", "held", "waiting")):
+            state = self.window.state
             self.free_slots = int(answer["capacity"]) - int(answer["held"]) - int(answer["waiting"])
-            self.state.budget_waiting = int(answer["waiting"])
-            self.state.budget_seen_at = self.now
+            state.budget_waiting = int(answer["waiting"])
+            state.budget_seen_at = self.window.now
 
-    def _resume_phase(self, lane: Lane) -> str:
-        """Where a granted lane goes on: its first step, or the one it stopped at when its slot was lost."""
-        if self.spec.source == "graph":
-            return POLL if lane.query_id is not None else SUBMIT
-        return COLLECT
-
-    def _first_phase(self) -> str:
-        return SUBMIT if self.spec.source == "graph" else COLLECT
-
-    def _queued(self) -> Lane | None:
+    def queued(self) -> Lane | None:
         """The lane that waits for tenant budget (answered "queued"): at most one per collection."""
-        return next((lane for lane in self.lanes.values() if lane.phase == BUDGET and lane.budget_waits), None)
+        return next((lane for lane in self.window.lanes.values() if lane.phase == BUDGET and lane.budget_waits), None)
 
     # --- giving slots back ------------------------------------------------------------------------------------
-    def _give_back(self, lane: Lane) -> list[Step]:
+    def give_back(self, lane: Lane) -> list[Step]:
         """A lane ended: a slot it holds is kept for the collection's next chunk (``fill`` settles it); a queue
         place, a slot of a doomed collection, or a slot whose deadline passed is given back at once."""
-        if lane.holds_slot and lane.slot is not None and self.state.doomed is None:
+        if lane.holds_slot and lane.slot is not None and self.window.state.doomed is None:
             self.spares.append(lane.slot)
             lane.holds_slot = False
             return []
@@ -306,72 +317,73 @@ class BudgetLanes:
         lane.holds_slot = False
         return [self._release_signal(self._holder(lane))]
 
-    def _settle_spares(self) -> list[Step]:
+    def settle_spares(self) -> list[Step]:
         """Slots no new chunk took: kept for the next execution while the window switches and nobody waits (as far
         as the entity's latest answer, younger than a poll, tells); otherwise to the collection's waiting lane (its
         timer cancelled, it asks again now with the release folded in), or back to the budget, where a waiter takes
         it at its next poll instead of it idling through the switch."""
         steps: list[Step] = []
-        if self.switching and self._nobody_waits():
+        switching = self.window.switching
+        if switching and self._nobody_waits():
             return steps
         while self.spares:
             spare = self.spares.pop(0)
-            queued = self._queued()
+            queued = self.queued()
             # a queued lane asks again at once; one waiting for the quota does not (a slot does not end its wait)
-            if queued is not None and queued.quota_until is None and self._may_ask_now(queued):
-                steps += [Cancel(queued.id), self._acquire(queued, release=spare)]
+            if queued is not None and queued.quota_until is None and _may_ask_now(queued, switching):
+                steps += [Cancel(queued.id), self.acquire(queued, release=spare)]
             else:
-                steps.append(self._release_signal(holder_id(self.spec.collection_id, spare.holder)))
+                steps.append(self._release_signal(holder_id(self.window.spec.collection_id, spare.holder)))
         return steps
 
-    def _may_ask_now(self, lane: Lane) -> bool:
-        return lane.issued_at is None and not lane.parked and not self.switching
-
     def _release_signal(self, holder: str) -> SignalEntity:
-        return SignalEntity("release", BudgetRequest("release", holder, token=self.budget_token).to_json())
+        return SignalEntity("release", BudgetRequest("release", holder, token=self.token).to_json())
 
     # --- renewals ---------------------------------------------------------------------------------------------
     def _keep_renewing(self) -> list[Step]:
         """Start the collection's renewal timer if none is pending: one renewal for all its slots per period."""
-        if self.state.renew_due is not None or self.renewing:
+        state = self.window.state
+        if state.renew_due is not None or self.renewing:
             return []
-        self.state.renew_due = later(self.now, self.budget.renew_seconds)
-        return [Wait(RENEW, self.state.renew_due)]
+        state.renew_due = later(self.window.now, self.options.renew_seconds)
+        return [Wait(RENEW, state.renew_due)]
 
-    def _renew(self) -> list[Step]:
-        self.state.renew_due = None
-        holders = [self._holder(lane) for lane in self.lanes.values() if lane.holds_slot]
-        holders += [holder_id(self.spec.collection_id, spare.holder) for spare in self.spares]
+    def renew(self) -> list[Step]:
+        self.window.state.renew_due = None
+        collection = self.window.spec.collection_id
+        holders = [self._holder(lane) for lane in self.window.lanes.values() if lane.holds_slot]
+        holders += [holder_id(collection, spare.holder) for spare in self.spares]
         if not holders:
             return []
         self.renewing, self.renew_holders = True, holders
-        request = self.budget.renew_collection(self.spec.collection_id, holders, token=self.budget_token)
+        request = self.options.renew_collection(collection, holders, token=self.token)
         return [CallEntity(RENEW, "renew_collection", request.to_json())]
 
     def _renewed(self, answer: JsonDict | None) -> list[Step]:
         """The renewed slots get the answer's lease end; a slot found lost (its lease ran out unrenewed) is counted
         and its lane asks for a slot again before its next call."""
         self.renewing = False
+        lanes = self.window.lanes
         if answer is not None:
             self._learn(answer)
             lost = set(answer.get("lost") or [])
             until = answer.get("leaseUntil")
-            for lane in self.lanes.values():
+            for lane in lanes.values():
                 holder = self._holder(lane)
                 if not lane.holds_slot or lane.slot is None or holder not in self.renew_holders:
                     continue
                 if holder in lost:
                     lane.holds_slot, lane.slot.grant = False, None
-                    self.state.budget_lost += 1
+                    self.window.state.budget_lost += 1
                 elif isinstance(until, str):
                     lane.slot.lease_until = parse_iso(until)
             for spare in list(self.spares):  # a kept slot found gone is simply forgotten: no lane was using it
-                holder = holder_id(self.spec.collection_id, spare.holder)
+                holder = holder_id(self.window.spec.collection_id, spare.holder)
                 if holder in lost:
                     self.spares.remove(spare)
                 elif holder in self.renew_holders and isinstance(until, str):
                     spare.lease_until = parse_iso(until)
-        holding = self.spares or any(lane.holds_slot for lane in self.lanes.values())
+        holding = self.spares or any(lane.holds_slot for lane in lanes.values())
         return self._keep_renewing() if holding else []
 
     # --- requests ---------------------------------------------------------------------------------------------
@@ -379,48 +391,50 @@ class BudgetLanes:
         return lane.slot.holder if lane.slot is not None else lane.id
 
     def _holder(self, lane: Lane) -> str:
-        return holder_id(self.spec.collection_id, self._holder_number(lane))
+        return holder_id(self.window.spec.collection_id, self._holder_number(lane))
 
-    def _acquire(self, lane: Lane, release: Slot | None = None) -> CallEntity:
-        lane.issued_at = self.now
-        released = holder_id(self.spec.collection_id, release.holder) if release is not None else ""
-        if self._wants_credit(lane) and not lane.submission:  # a number of its own, kept until it is granted
-            self.state.submissions += 1
-            lane.submission = self.state.submissions
-        submit = lane.submission if self._wants_credit(lane) else 0
-        request = self.budget.acquire(self._holder(lane), token=self.budget_token, release=released, submit=submit)
+    def acquire(self, lane: Lane, release: Slot | None = None) -> CallEntity:
+        lane.issued_at = self.window.now
+        released = holder_id(self.window.spec.collection_id, release.holder) if release is not None else ""
+        wants_credit = self.wants_credit(lane)
+        if wants_credit and not lane.submission:  # a number of its own, kept until it is granted
+            self.window.state.submissions += 1
+            lane.submission = self.window.state.submissions
+        submit = lane.submission if wants_credit else 0
+        request = self.options.acquire(self._holder(lane), token=self.token, release=released, submit=submit)
         return CallEntity(lane.id, "acquire", request.to_json())
 
-    def _budget_status(self) -> JsonDict | None:
+    def status(self) -> JsonDict | None:
         """The custom status's ``budget``: slots held, lanes asking for one, and "waiting for tenant budget" while a
         lane waits (``waits``: times a lane was answered "queued"; ``lost``: slots taken away from a lane that still
         had work)."""
-        if not self.budget.enabled:
+        if not self.options.enabled:
             return None
-        held = sum(1 for lane in self.lanes.values() if lane.holds_slot)
-        asking = sum(1 for lane in self.lanes.values() if lane.phase == BUDGET)
+        lanes = self.window.lanes.values()
+        held = sum(1 for lane in lanes if lane.holds_slot)
+        asking = sum(1 for lane in lanes if lane.phase == BUDGET)
+        state = self.window.state
         status: JsonDict = {
-            "capacity": self.budget.capacity,
+            "capacity": self.options.capacity,
             "held": held,
             "asking": asking,
             "state": BUDGET if asking else "holding slots" if held else None,
-            "waits": self.state.budget_waits,
-            "lost": self.state.budget_lost,
+            "waits": state.budget_waits,
+            "lost": state.budget_lost,
         }
-        if self.budget.keeps_quota:
-            waits = [lane.quota_until for lane in self.lanes.values() if lane.phase == BUDGET and lane.quota_until]
+        if self.options.keeps_quota:
+            waits = [lane.quota_until for lane in lanes if lane.phase == BUDGET and lane.quota_until]
             until = min(waits) if waits else None
             if until is not None:
                 status["state"] = f"{QUOTA_WAIT} until {iso(until)}"
             status["quota"] = {
-                **(self.state.budget_quota or {"allowed": self.budget.quota}),
+                **(state.budget_quota or {"allowed": self.options.quota}),
                 "waitingUntil": iso(until) if until else None,
-                "waits": self.state.quota_waits,
-                "submissions": self.state.submissions,
+                "waits": state.quota_waits,
+                "submissions": state.submissions,
             }
         return status
 
 
-def _has_progress(lane: Lane) -> bool:
-    """The lane did server-side work it would lose by giving its chunk back (a query, a session cursor)."""
-    return lane.query_id is not None or lane.cursor is not None
+def _may_ask_now(lane: Lane, switching: bool) -> bool:
+    return lane.issued_at is None and not lane.parked and not switching
