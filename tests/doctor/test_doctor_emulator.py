@@ -45,6 +45,7 @@ def test_all_ok_on_the_pessimistic_defaults_with_notes_on_how_the_service_behave
     env = app_env(knobs, {"OUTPUT_STORAGE_CONNECTION": azurite_connection_string, "OUTPUT_CONTAINER": container})
     created = knobs.stats.queries_created[TENANT]
     refused = knobs.stats.deletes_refused[TENANT]
+    faults = dict(knobs.stats.query_faults)
 
     report = run_doctor(env, DOMAIN)
 
@@ -63,10 +64,11 @@ def test_all_ok_on_the_pessimistic_defaults_with_notes_on_how_the_service_behave
     assert "('capped')" in detail(report, "exchange.resultcount")  # the defaults: the 2026 service
     assert "sessions 'restart'" in detail(report, "exchange.sessions")
     assert "blob container " + container in detail(report, "storage")
-    # Three tiny queries created (the probe query and the two of graph.filters; DELETE being unsupported, left);
-    # nothing left in the output container.
-    assert knobs.stats.queries_created[TENANT] == created + 3
-    assert knobs.stats.deletes_refused[TENANT] == refused + 3
+    # Three tiny queries created (the probe query and the two of graph.filters; DELETE being unsupported, left), and
+    # one more for each the service failed or lost (submitted again); nothing left in the output container.
+    failed, lost = (knobs.stats.query_faults[(TENANT, k)] - faults.get((TENANT, k), 0) for k in ("failed", "vanished"))
+    assert knobs.stats.queries_created[TENANT] == created + 3 + failed + lost
+    assert knobs.stats.deletes_refused[TENANT] == refused + 3 + failed  # a lost query is not there to delete
     blobs = BlobServiceClient.from_connection_string(azurite_connection_string).get_container_client(container)
     assert [b.name for b in blobs.list_blobs()] == []
 
