@@ -38,7 +38,9 @@ def _serve(conn: Any, records_per_hour: float) -> None:
 
     config = EmulatorConfig(
         tenants=[TenantSpec(tenant_id=TENANT, seed=3, records_per_hour=records_per_hour)],
-        graph=GraphSettings(completion_delay_seconds=0.1, bleed_fraction=0.0),
+        # The adapter alone, no collector window to resubmit a query the service fails, loses or leaves running:
+        # the stream measured needs one that finishes.
+        graph=GraphSettings(completion_delay_seconds=0.1, bleed_fraction=0.0, fail_rate=0, vanish_rate=0, stuck_rate=0),
     )
     with run_emulator(config) as emu:
         emu.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))

@@ -80,7 +80,11 @@ def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
 
     config = EmulatorConfig(
         tenants=[TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=3, records_per_hour=records_per_hour)],
-        graph=GraphSettings(completion_delay_seconds=0.0, record_count_limit=100_000_000),
+        # The adapter alone, no collector window to resubmit a query the service fails, loses or leaves running:
+        # the path measured needs one that finishes.
+        graph=GraphSettings(
+            completion_delay_seconds=0.0, record_count_limit=100_000_000, fail_rate=0, vanish_rate=0, stuck_rate=0
+        ),
         # A service whose sessions continue and whose answers are true (the record path is measured here, not what
         # the collector does when a session restarts or a first answer is false: bench/exchange_evidence.py).
         exchange=ExchangeSettings(

@@ -19,6 +19,7 @@ from shared.records.rules import parse_record_time, trim_to_window
 from tests.audit.conftest import (
     FAST,
     OLD_EXCHANGE,
+    QUERIES_THAT_FINISH,
     TENANT,
     Emu,
     collect,
@@ -144,7 +145,9 @@ def test_graph_limit_flag_and_exchange_cap_need_split() -> None:
     from m365_emulator import ExchangeSettings, GraphSettings
 
     with start_emulator(
-        graph=GraphSettings(record_count_limit=50, completion_delay_seconds=0.05, limit_flag=True),
+        graph=GraphSettings(
+            record_count_limit=50, completion_delay_seconds=0.05, limit_flag=True, **QUERIES_THAT_FINISH
+        ),
         exchange=ExchangeSettings(session_cap=120, **OLD_EXCHANGE),  # type: ignore[arg-type]
     ) as handle:
         register(handle)
