@@ -35,7 +35,11 @@ from shared.timeline.latency import AUDIT_LATENCY
 MAX_NEW_WINDOWS = 192
 """New windows one cycle collects at most (catch-up after an outage continues at once in the next cycle)."""
 RETRY_CAP = timedelta(hours=6)
+ZERO = timedelta(0)
 """The longest back-off between two tries of a failed window."""
+FEED_SETTLE_MARGIN = timedelta(hours=1)
+"""A window the feed reads is read for the last time this long after its band passed: a record published at the band's
+end is in a blob created minutes later, and a listing leaves its newest minutes to a later read."""
 MAX_LISTED = 20
 """Failures the status lists (the newest; the rest are counted); the day manifests list all of them."""
 
@@ -105,6 +109,11 @@ def window_source(spec: FollowSpec, state: FollowState, chunk: Chunk, now: datet
     return feed.source
 
 
+def _margin(spec: FollowSpec, state: FollowState, chunk: Chunk, now: datetime) -> timedelta:
+    feed = spec.feed
+    return FEED_SETTLE_MARGIN if feed is not None and window_source(spec, state, chunk, now) == feed.source else ZERO
+
+
 def _sample(spec: FollowSpec, state: FollowState, settle: list[Chunk], now: datetime) -> Chunk | None:
     """The window this cycle's reconcile reads again by search after the feed's last read of it, when one is due."""
     feed = spec.feed
@@ -138,7 +147,7 @@ def plan(spec: FollowSpec, state: FollowState, now: datetime) -> list[Pass]:
     cannot cover: older, before its subscription, unproved by it), then one of the feed, then the reconcile's (the
     day's sampled window read again by search)."""
     new = new_windows(spec, state, now)
-    settle = [c for c in state.provisional if c.end + AUDIT_LATENCY <= now]
+    settle = [c for c in state.provisional if c.end + AUDIT_LATENCY + _margin(spec, state, c, now) <= now]
     settle += [c for c in state.backfill_due if c not in settle]
     retry = [f.chunk for f in state.failures if f.retry_at <= now]
     covered = max([state.covered_until, *(c.end for c in new)])
