@@ -128,6 +128,15 @@ class _AfterParts(Deduplicator):
             return False
         return self.add_key(key)
 
+    def add_many(self, ids: Sequence[str]) -> list[bool]:
+        """``add`` for a page of ids: the ones an earlier part holds are looked up as one batch, then the rest added."""
+        earlier = self._prior.contains_many(ids)
+        if not any(earlier):
+            return super().add_many(ids)
+        self.repeats += sum(earlier)
+        fresh = iter(super().add_many([record_id for record_id, held in zip(ids, earlier) if not held]))
+        return [False if held else next(fresh) for held in earlier]
+
 
 class _IdCache:
     """Per chunk object, the ids of the parts a lane listed last, so its next call need not read them back.

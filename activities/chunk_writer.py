@@ -9,18 +9,22 @@ from the time trimming (``filtered_out``). Malformed records follow the same win
 (``shared.records.rules.Quarantine``) into the quarantine object. The summary sidecar is written last, so its presence
 means the chunk object beside it is complete.
 
-Each record is decoded once (``shared.records.json_codec``, in the adapter), its time parsed once (by the normaliser,
-carried in ``RecordPage.times``) and written once (one ``dump_lines`` call per page). The next page is fetched while
-this one is processed (``shared.records.prefetch``, one page ahead). A record that cannot be written as UTF-8 JSON (a
-lone surrogate) is quarantined as unusable instead of failing the chunk.
+A Graph page arrives as its records' bytes (``shared.records.raw_page.RawPage``): they are trimmed by the times the
+adapter read, de-duplicated a page at a time by the ids it read (``IdSet.add_many``) and written as they are, never
+decoded (the request's filters read only the fields they check). Any other page's records are decoded once (in the
+adapter), their times parsed once (``RecordPage.times``) and written once (one ``dump_lines`` call per page). The next
+page is fetched while this one is processed (``shared.records.prefetch``, one page ahead). A record that cannot be
+written as UTF-8 JSON (a lone surrogate) is quarantined as unusable instead of failing the chunk.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Container, Generator, Iterable
 from datetime import datetime
+from itertools import compress
+from typing import Any
 
 from shared import names
 from shared.audit.filter_check import FilterCheck
@@ -29,6 +33,7 @@ from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWin
 from shared.models import Chunk, ChunkSummary, JsonDict
 from shared.records.json_codec import JsonEncodeError, dump_line, dump_lines
 from shared.records.prefetch import prefetched
+from shared.records.raw_page import RawPage, Sightings
 from shared.records.rules import Deduplicator, Quarantine, format_timestamp, parse_record_time
 from shared.sinks.base import ChunkSink, StoredObject, write_bytes
 
@@ -59,6 +64,16 @@ def _unusable(record: AuditRecord, exc: Exception, created: datetime | None = No
     )
 
 
+class _Written:
+    """The ids written from marked pages: every id the reader saw, but those seen and not written."""
+
+    def __init__(self, seen: Container[str], unwritten: set[str]) -> None:
+        self._seen, self._unwritten = seen, unwritten
+
+    def __contains__(self, record_id: object) -> bool:
+        return record_id in self._seen and record_id not in self._unwritten
+
+
 class ChunkRecords:
     """The record rules of one chunk object, page by page: trim to the window, drop repeated ids, quarantine the rest.
 
@@ -80,6 +95,12 @@ class ChunkRecords:
         self.filtered_out = 0
         self._duplicates_before = self.seen.duplicates_removed
         self.malformed: list[MalformedRecord] = []
+        self._sightings: Sightings | None = None
+        """The reader's id set, when its pages come marked (then ``seen`` holds no id)."""
+        self._unwritten: set[str] = set()
+        """With marked pages: the ids seen and not written (outside the window or the filters, malformed)."""
+        self._own_pages = False
+        """A page was de-duplicated against ``seen``: marks on later pages are not used."""
 
     @property
     def duplicates(self) -> int:
@@ -89,6 +110,11 @@ class ChunkRecords:
         """The JSONL bytes of the page's records that are inside the window and not seen before."""
         for broken in page.malformed:
             self.quarantine.add(broken)
+        if isinstance(page, RawPage):
+            return self._raw_lines(page)
+        if self._sightings is not None:
+            raise ValueError("the pages of one chunk are marked by one reader's sightings, or none is")
+        self._own_pages = True
         records = page.records
         times = page.times if page.times is not None and len(page.times) == len(records) else None
         start, end = self.window.start, self.window.end
@@ -118,6 +144,69 @@ class ChunkRecords:
             return self._one_by_one(inside, fresh)
         self.records += len(fresh)
         return data
+
+    def _raw_lines(self, page: RawPage) -> bytes:
+        """``page_lines`` of a page of record bytes: nothing is decoded, the ids are looked up as one batch (or not at
+        all, when the page's reader marked which ids it saw first: ``shared.records.raw_page.Sightings``)."""
+        if self._sightings is None and page.sightings is not None and not self._own_pages:
+            self._sightings = page.sightings
+        if self._sightings is not None:
+            if page.sightings is not self._sightings:
+                raise ValueError("the pages of one chunk are marked by one reader's sightings, or none is")
+            kept = self._marked(page, self._kept(page))
+        else:
+            self._own_pages = True
+            keep = self._kept(page)
+            lines, ids = page.lines, page.ids
+            if keep is not None:
+                lines, ids = list(compress(lines, keep)), list(compress(ids, keep))
+            kept = list(compress(lines, self.seen.add_many(ids)))
+            self.seen.duplicates_removed += len(ids) - len(kept)
+        if not kept:
+            return b""
+        self.records += len(kept)
+        kept.append(b"")
+        return b"\n".join(kept)
+
+    def _kept(self, page: RawPage) -> list[bool] | None:
+        """Which records of the page are inside the window and the filters (None: all of them); counts the others."""
+        times, keep = page.times, None
+        start, end = self.window.start, self.window.end
+        if times and not (start <= min(times) and max(times) < end):  # usually every record of a page is inside
+            keep = [start <= moment < end for moment in times]
+            self.trimmed += keep.count(False)
+        if self.check is not None:
+            keeps = self.check.keeps_item
+            inside = keep if keep is not None else [True] * len(page.lines)
+            keep = [held and keeps(line) for held, line in zip(inside, page.lines, strict=True)]
+            self.filtered_out += inside.count(True) - keep.count(True)
+        return keep
+
+    def _marked(self, page: RawPage, keep: list[bool] | None) -> list[Any]:
+        """The records to write from a marked page: the ones seen for the first time, and the ones seen before only
+        where they were not written (outside the window or the filters, malformed)."""
+        unwritten = self._unwritten
+        if keep is None and all(page.first):
+            kept = list(page.lines)
+        else:
+            kept = []
+            for held, line, record_id, first in zip(
+                keep or [True] * len(page.lines), page.lines, page.ids, page.first, strict=True
+            ):
+                if not held:
+                    if first:
+                        unwritten.add(record_id)
+                elif first:
+                    kept.append(line)
+                elif record_id in unwritten:
+                    unwritten.discard(record_id)
+                    kept.append(line)
+                else:
+                    self.seen.duplicates_removed += 1
+        for broken, first in zip(page.malformed, page.first_malformed, strict=True):
+            if first and broken.record_id is not None:
+                unwritten.add(broken.record_id)
+        return kept
 
     def _one_by_one(self, inside: list[tuple[AuditRecord, str, datetime]], fresh: list[AuditRecord]) -> bytes:
         """A page with a record that cannot be written: undo the page's de-duplication, then redo it record by record
@@ -153,7 +242,10 @@ class ChunkRecords:
 
     def settle(self) -> list[MalformedRecord]:
         """The quarantine, once every good record of the chunk is known; call it once, after the last page."""
-        self.malformed = self.quarantine.settle(self.seen)
+        written: Container[str] = self.seen
+        if self._sightings is not None:
+            written = _Written(self._sightings.ids, self._unwritten)
+        self.malformed = self.quarantine.settle(written)
         self.trimmed += self.quarantine.trimmed
         return self.malformed
 

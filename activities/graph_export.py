@@ -28,7 +28,7 @@ from typing import Any
 
 from shared.audit.ports import AuditQueryApi, QueryStatus, RecordPage
 from shared.errors import NeedsSplitError
-from shared.records.id_set import IdSet
+from shared.records.raw_page import RawPage, Sightings
 from shared.sources.graph.query_rules import capped, record_cap
 
 logger = logging.getLogger(__name__)
@@ -53,7 +53,8 @@ class GraphReads:
     """Rows each read returned (records and malformed ones)."""
     closed_by: str | None = None
     """"count", "stable", "capped" or "short" (incomplete) once the pages are consumed."""
-    _ids: IdSet = field(default_factory=IdSet)
+    _seen: Sightings = field(default_factory=Sightings)
+    """The ids the reads returned, shared with the chunk writer through the pages it marks."""
     _anonymous: int = 0
     """Rows without a readable id (malformed beyond reading): counted per read, never merged."""
 
@@ -64,7 +65,7 @@ class GraphReads:
     @property
     def exported(self) -> int:
         """Distinct records the reads returned (merged by id)."""
-        return len(self._ids) + self._anonymous
+        return len(self._seen.ids) + self._anonymous
 
     @property
     def incomplete(self) -> bool:
@@ -82,18 +83,23 @@ class GraphReads:
         for read in range(1, self.max_reads + 1):
             before, rows, anonymous = self.exported, 0, 0
             for page in self.api.iter_record_pages(self.query_id):
-                rows += len(page.records) + len(page.malformed)
+                rows += len(page.malformed)
+                anonymous += sum(1 for broken in page.malformed if broken.record_id is None)
+                if isinstance(page, RawPage):  # its ids were read already: they go in as one batch, marked
+                    rows += len(page.ids)
+                    self._seen.mark(page)
+                    yield page
+                    continue
+                rows += len(page.records)
                 for record in page.records:
                     record_id = record.get("id") if isinstance(record, dict) else None
                     if isinstance(record_id, str):
-                        self._ids.add(record_id)
+                        self._seen.ids.add(record_id)
                     else:
                         anonymous += 1
                 for broken in page.malformed:
                     if broken.record_id is not None:
-                        self._ids.add(broken.record_id)
-                    else:
-                        anonymous += 1
+                        self._seen.ids.add(broken.record_id)
                 yield page
             self._anonymous = max(self._anonymous, anonymous)
             self.reads.append(rows)

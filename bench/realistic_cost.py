@@ -60,6 +60,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.orchestration_cpu import cpu_seconds
+from bench.quota import steady
 from bench.window_busy import parse_app
 from durable_local.clock import OffsetFileClock
 from m365_emulator import AppRegistration, EmulatorConfig, TenantSpec, run_emulator
@@ -147,6 +148,7 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
     config.exchange.latency_jitter_seconds = args.exchange_jitter / args.speed
     config.exchange.concurrency_retry_after_seconds = 0
     config.faults.broken_page_rate = 0.0
+    steady(config)  # no query failed, lost or left running: a stuck one would wait four (moved) hours
     with tempfile.TemporaryDirectory() as workdir:
         work = Path(workdir)
         clock = OffsetFileClock(work / "clock")

@@ -123,6 +123,9 @@ def _app_environment(emu: Any, secret: str, output: Path) -> dict[str, str]:
         "OUTPUT_STORAGE_ACCOUNT_URL": "",
         "COLLECTOR_POLL_INTERVAL_SECONDS": "1",
         "COLLECTOR_POLL_MAX_INTERVAL_SECONDS": "5",
+        # The emulator finishes a query in 0.2 s but leaves a few running for good, as the service may: one still
+        # unfinished after 12 checks (a minute) is given up on and submitted again, not after the 240 of Azure.
+        "COLLECTOR_MAX_POLLS": "12",
         "COLLECTOR_RETRY_BASE_SECONDS": "1",
         "COLLECTOR_RETRY_MAX_SECONDS": "10",
     }

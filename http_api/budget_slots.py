@@ -10,7 +10,10 @@ it saw.
 
 The doctor's Graph probe submits a query, so its Graph slot also takes a credit of the tenant's daily Graph quota
 (``submit``, number 1 of its one-off holder: asking again takes it once). When the state shows the allowance spent, it
-stops asking at once and says until when (``quotaUntil``): a probe is not worth a wait of hours.
+stops asking at once and says until when (``quotaUntil``): a probe is not worth a wait of hours. Every further query
+the doctor submits (the service-filter probe's, one submitted again after the service failed or lost one) takes one
+more credit while the slot is held (:meth:`Slot.credit`, numbers 2, 3, ...; :class:`SlotCredits` hands them to the
+doctor's worker thread); a refused one is not submitted, and the entity gives the slot back then.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ def _with_token(data: JsonDict, token: str) -> JsonDict:
 
 
 RELEASE_WAIT_SECONDS = 10.0
+CREDIT_WAIT_SECONDS = 20.0
+"""Longest wait for the budget's answer to a credit asked for while the slot is held (then nothing is submitted)."""
 ASK_EVERY_SECONDS = 1.0
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.02, 0.5
 
@@ -115,6 +120,8 @@ class Slot:
     """It waited in the budget's queue: all slots were held when it asked."""
     quota_until: str | None = None
     """Graph: the tenant's daily quota was spent (the collector's share of it); a submission may be made again then."""
+    credits: int = 0
+    """Credits of the daily Graph quota taken: 1 with the grant, one more per :meth:`credit`."""
 
     @property
     def submits(self) -> bool:
@@ -147,6 +154,7 @@ class Slot:
             self.waited = now - began
             if self.holder in _listed(state, "leases"):
                 self.granted = True
+                self.credits = 1 if self.submits else 0
                 return True
             waiters = _listed(state, "waiters")
             if self.holder in waiters:
@@ -174,8 +182,36 @@ class Slot:
         self.quota_until = view["until"]
         return True
 
+    async def credit(self, wait_seconds: float = CREDIT_WAIT_SECONDS) -> str | None:
+        """One more credit of the daily quota for another query the held slot's work submits: None once the state
+        shows it taken, else why not (nothing may be submitted then). Refused when the allowance is spent: the entity
+        gives the slot back, so the rest of the work holds none."""
+        if not (self.submits and self.granted):
+            return "the doctor holds no Graph slot of the tenant budget any more"
+        number = self.credits + 1
+        request = _with_token(self.options.acquire(self.holder, submit=number).to_json(), self.token)
+        await self.client.signal_entity(self.entity, "acquire", request)
+        began = time.monotonic()
+        pause = _FIRST_PAUSE
+        while True:
+            await asyncio.sleep(pause)
+            state = await read_state(self.client, self.entity)
+            lease = _lease(state, self.holder)
+            if lease is not None and lease.get("credited") == number:
+                self.credits = number
+                return None
+            if lease is None:  # refused (the entity gave the slot back) or lost
+                self.granted = False
+                if self._quota_spent(state):
+                    return f"the collector's share of the tenant's daily Graph quota is spent until {self.quota_until}"
+                return "the doctor's Graph slot of the tenant budget was lost"
+            if time.monotonic() - began >= wait_seconds:
+                return f"the tenant budget did not give a credit of the daily quota within {wait_seconds:.0f} s"
+            pause = min(pause * 2, _LONGEST_PAUSE)
+
     async def renew(self) -> None:
-        await self.client.signal_entity(self.entity, "renew", self._request())
+        if self.granted:  # a slot the entity gave back (its quota refused) is not renewed into a loss
+            await self.client.signal_entity(self.entity, "renew", self._request())
 
     async def release(self) -> None:
         await self.client.signal_entity(self.entity, "release", _with_token({"holder": self.holder}, self.token))
@@ -188,8 +224,32 @@ class Slot:
             "waitedSeconds": round(self.waited, 3),
             "queuedBehind": self.ahead,
             "capacity": self.options.capacity,
+            **({"credits": self.credits} if self.submits else {}),
             **({"quotaUntil": self.quota_until} if self.quota_until else {}),
         }
+
+
+def _lease(state: Any, holder: str) -> JsonDict | None:
+    items = state.get("leases") if isinstance(state, dict) else None
+    return next((x for x in items or [] if isinstance(x, dict) and x.get("holder") == holder), None)
+
+
+@dataclass
+class SlotCredits:
+    """The Graph slot's credits for the doctor's worker thread (``shared.doctor.resubmit.SubmissionCredits``): each
+    ``take`` asks the slot on the event loop the HTTP trigger runs on, and waits for its answer."""
+
+    slot: Slot
+    loop: asyncio.AbstractEventLoop
+    counted: bool = True
+
+    def take(self) -> str | None:
+        future = asyncio.run_coroutine_threadsafe(self.slot.credit(), self.loop)
+        try:
+            return future.result(timeout=CREDIT_WAIT_SECONDS + 10.0)
+        except TimeoutError:
+            future.cancel()
+            return "the tenant budget did not answer in time"
 
 
 def quota_refusal(slot: Slot, slots: list[Slot]) -> JsonDict:

@@ -14,6 +14,7 @@ signals and the entity's state (``http_api.budget_slots``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import time
@@ -24,11 +25,12 @@ from typing import Any
 import azure.durable_functions as df
 import azure.functions as func
 
-from http_api.budget_slots import BudgetToken, Slot, no_token, quota_refusal, run_holding
+from http_api.budget_slots import BudgetToken, Slot, SlotCredits, no_token, quota_refusal, run_holding
 from http_api.common import ApiResponse, DurableClient, json_answer
 from http_api.tenants import guid_or_error, resolver_for
 from shared.budget.wire import collection_of
 from shared.doctor import SOURCES, run_doctor
+from shared.doctor.resubmit import counting
 from shared.doctor.sources import chosen
 from shared.errors import ConfigError
 from shared.requests.validation import InvalidRequest, validate_tenant_id
@@ -101,7 +103,10 @@ async def doctor_response(
                 }
                 return DoctorResponse(503, busy)
         left = timeout - (time.monotonic() - began)
-        report = await run_holding(slots, lambda: run_doctor(env, tenant, source, budget_seconds=left))
+        graph = next((slot for slot in slots if slot.submits), None)
+        credits = SlotCredits(graph, asyncio.get_running_loop()) if graph is not None else None
+        with counting(credits):  # each query the doctor submits after its first takes one more credit
+            report = await run_holding(slots, lambda: run_doctor(env, tenant, source, budget_seconds=left))
     finally:
         for slot in slots:
             if slot.granted:

@@ -177,15 +177,15 @@ class GraphSettings:
     """Share of calls answered 400 ``UnknownError`` (not auditing off); nothing was done (``graph_faults``)."""
     gateway_error_rate: float = 0.01
     """Share of calls answered 502/504 with an HTML page and no ``Retry-After``; nothing was done."""
-    fail_rate: float = 0.0
-    """Share of queries that end ``failed`` (a stable draw per display name and window). 0 by default, like
-    ``stuck_rate``: each one costs a submission, and read-only probes over live windows (the doctor) cannot give one
-    back; the collector's resubmissions are tested with it on."""
-    vanish_rate: float = 0.0
-    """Share of queries gone (404) once they would have finished (0 by default, as ``fail_rate``)."""
-    stuck_rate: float = 0.0
-    """Share of queries that stay ``running`` (0 by default: a client gives up on one only after hours or many
-    checks, longer than a test suite can wait; tests turn it on with a low ``COLLECTOR_MAX_POLLS``)."""
+    fail_rate: float = 0.05
+    """Share of queries that end ``failed`` (a stable draw per display name and window): a client submits such a
+    query again, a bounded number of times (CIPP re-plans failed searches). The rate is this emulator's assumption."""
+    vanish_rate: float = 0.02
+    """Share of queries gone (404, and from the list) once they would have finished."""
+    stuck_rate: float = 0.02
+    """Share of queries that stay ``running`` for good: a client gives up on one after a bound of its own (the
+    collector after ``COLLECTOR_MAX_POLLS`` checks or four hours; its end-to-end hosts check every 0.2 s and give up
+    after 40, the ``fast_polls`` convenience) and submits it again."""
     short_read_rate: float = 0.2
     """Share of succeeded queries whose first read of ``/records`` ends early (40-90 % of the records, no nextLink);
     later reads are whole."""
@@ -200,6 +200,8 @@ class GraphSettings:
             raise ValueError("graph.fail_rate + vanish_rate + stuck_rate must be < 1")
 
 
+QUERY_OUTCOMES = frozenset({"succeeded", "failed", "vanished", "stuck", "cancelled"})
+"""What a Graph query of the emulator becomes (``FaultConfig.query_outcomes``)."""
 PAGE_SIZE_MODES = frozenset({"fixed", "mix"})
 ANCHOR_ERRORS = frozenset({"routing_hint", "stale"})
 ERROR_STYLES = frozenset({"cmdlet", "plain"})
@@ -327,6 +329,11 @@ class FaultConfig:
     fail_query_message: str = "The search could not be completed for this date range."
     """The error message of that Exchange 400: service text reaches failure reasons, so tests can put markup in it
     to check that pages show it as text."""
+    query_outcomes: tuple[str, ...] = ()
+    """What the next Graph queries created become, one per create in order ("succeeded", "failed", "vanished",
+    "stuck" or "cancelled"), consumed as they are created (a create refused 429 takes none): a test decides that the
+    first query fails and the one submitted again succeeds, whatever the names' draws. Empty: the knobs above and the
+    rates decide."""
     create_then_5xx_count: int = 0
     """The next N Graph create calls create the query and then answer 503 (a lost response); counts down to 0."""
     deny_graph_methods: frozenset[str] = frozenset()
@@ -334,6 +341,12 @@ class FaultConfig:
     or role is withdrawn for some operations mid-run (e.g. {"GET"}: polls and pages denied, deletes still allowed)."""
     apis: frozenset[str] = frozenset({"graph", "exchange"})
     """Which APIs the random 429/5xx/403 faults apply to."""
+
+    def __post_init__(self) -> None:
+        self.query_outcomes = tuple(self.query_outcomes)
+        unknown = sorted(set(self.query_outcomes) - QUERY_OUTCOMES)
+        if unknown:
+            raise ValueError(f"faults.query_outcomes: {unknown} not among {sorted(QUERY_OUTCOMES)}")
 
 
 @dataclass

@@ -211,6 +211,8 @@ class GraphApi:
                 rejected = True
             else:
                 rejected = False
+                if faults.query_outcomes:  # a test's sequence decides, whatever the knobs and the draws say
+                    outcome, faults.query_outcomes = faults.query_outcomes[0], faults.query_outcomes[1:]
                 query = GraphQuery(
                     str(uuid.uuid4()),
                     self.tenants[tenant_id],
@@ -231,6 +233,8 @@ class GraphApi:
             message = f"Too many queued or running audit log queries for this tenant (limit {limit}). Retry later."
             return api_error(429, "TooManyRequests", message, retry_after=retry, request=request)
         self.stats.bump(self.stats.queries_created, tenant_id)
+        if outcome != "succeeded":  # a query a client must give up on (and submit again, if it resubmits)
+            self.stats.bump(self.stats.query_faults, (tenant_id, outcome))
         self.stats.log_query(tenant_id, "created", query.id, call="create")
         if outcome != "stuck":
             self.stats.log_finish(query.id, query.created + self.settings.completion_delay_seconds + extra)

@@ -4,10 +4,10 @@
   CIPP-API retries exactly that (``New-CippAuditLogSearchV2.ps1``, ``Push-AuditLogDownloadV2.ps1``).
 * ``gateway_error_rate`` (default 0.01): a call answered 502 or 504 with an HTML page and no ``Retry-After``, as a
   gateway in front of the service does; nothing was done.
-* ``fail_rate``, ``vanish_rate``, ``stuck_rate`` (0 by default: each costs a submission, or hours): a query that ends
-  ``failed``, one that is gone (404) once it would have finished, one that stays ``running``; a stable draw per query
-  (display name and window), so a query submitted again under another name draws again. CIPP re-plans searches that
-  failed or ran over four hours.
+* ``fail_rate``, ``vanish_rate``, ``stuck_rate`` (0.05, 0.02, 0.02): a query that ends ``failed``, one that is gone
+  (404) once it would have finished, one that stays ``running`` for good; a stable draw per query (display name and
+  window), so a query submitted again under another name draws again. CIPP re-plans searches that failed or ran over
+  four hours. ``FaultConfig.query_outcomes`` overrides the draws for the next queries created.
 * ``short_read_rate`` (0.2): the *first* read of a succeeded query ends early (no ``@odata.nextLink``) after a stable
   40-90 % of its records; later reads are whole (langwatch #7137: the same completed query paged twice within minutes
   gave materially different counts).

@@ -58,6 +58,9 @@ class Stats:
         false_answers: InvokeCommand first calls answered falsely with no rows or a bogus row (``ResultIndex`` -1).
         unknown_errors / gateway_errors: Graph calls answered 400 ``UnknownError`` / a 502 or 504 HTML page.
         short_reads: Graph queries whose first read of ``/records`` ended early (keyed by tenant_id).
+        query_faults: Graph queries created that will never succeed, keyed by ``(tenant_id, outcome)``: "failed",
+            "vanished", "stuck" or "cancelled" (drawn at ``fail_rate``/``vanish_rate``/``stuck_rate`` or set by a fault
+            knob). A client that resubmits what it gives up on creates one more query for each (``faulted``).
         tokens_issued: successful token responses (whole emulator).
         query_events: Graph query and Exchange call events in order, for in-flight timelines (``live_timeline``).
         query_finishes: Graph query id -> the ``time.monotonic()`` moment its status turns terminal (succeeded,
@@ -85,6 +88,7 @@ class Stats:
     unknown_errors: Counter[Key] = field(default_factory=Counter)
     gateway_errors: Counter[Key] = field(default_factory=Counter)
     short_reads: Counter[str] = field(default_factory=Counter)
+    query_faults: Counter[tuple[str, str]] = field(default_factory=Counter)
     tokens_issued: int = 0
     query_events: list[QueryEvent] = field(default_factory=list)
     query_finishes: dict[str, float] = field(default_factory=dict)
@@ -128,6 +132,11 @@ class Stats:
             live += delta
             timeline.append((moment, live))
         return timeline
+
+    def faulted(self, tenant_id: str) -> int:
+        """Graph queries of ``tenant_id`` created to fail, vanish, stay running or be cancelled (``query_faults``)."""
+        with self.lock:
+            return sum(count for (tenant, _), count in self.query_faults.items() if tenant == tenant_id)
 
     def set_concurrency(self, key: Key, value: int) -> None:
         with self.lock:

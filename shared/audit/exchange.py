@@ -52,8 +52,9 @@ from shared.audit.exchange_paging import (
     warnings_of,
 )
 from shared.audit.http import ApiIdentity, http_client_for
-from shared.audit.normalise import exchange_item, page_of, pascal
+from shared.audit.normalise import pascal
 from shared.audit.ports import AuditFilters, RecordPage, TimeWindow
+from shared.audit.record_lines import exchange_page
 from shared.errors import (
     ConfigError,
     NeedsSplitError,
@@ -354,7 +355,7 @@ class ExchangeAuditClient:
             good = cursor.accept(rows)  # rows without a valid ResultIndex are no records: counted, never written
             if not good:
                 continue
-            page = page_of(good, exchange_item)
+            page = exchange_page(good)
             if page.malformed:
                 logger.warning("session %s: %d malformed row(s) quarantined", cursor.session_id, len(page.malformed))
             yield page

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.audit.ports import AuditFilters, AuditRecord
+from shared.records.json_codec import loads as json_loads
+from shared.records.raw_json import MISSING, Item, Projection
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -71,6 +73,12 @@ def _texts(record: AuditRecord, top: Iterable[str], inside: Iterable[str] = ()) 
             value = data.get(key)
             if isinstance(value, str):
                 yield value
+
+
+_RECORD_FIELDS = ("auditLogRecordType", "operation", "userPrincipalName", "userId", "service", "clientIp", "objectId")
+_AUDIT_DATA_FIELDS = ("UserId", "ClientIP", "ClientIPAddress", "ActorIpAddress", "ObjectId")
+_VIEW = Projection(_RECORD_FIELDS, nested={"auditData": _AUDIT_DATA_FIELDS})
+"""Every field :meth:`FilterCheck.keeps` reads, and only those: a record kept as bytes is checked on them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +129,16 @@ class FilterCheck:
             and self._address_ok(record)
             and self._object_ok(record)
         )
+
+    def keeps_item(self, item: Item) -> bool:
+        """:meth:`keeps` for a record kept as its JSON bytes, reading only the fields the check needs."""
+        found = _VIEW.read(item)
+        if found is None:  # auditData is not an object: the whole record decides
+            return self.keeps(json_loads(bytes(item)))
+        record: dict[str, Any] = {name: value for name, value in zip(_RECORD_FIELDS, found) if value is not MISSING}
+        if found[-1] is not MISSING:
+            record["auditData"] = found[-1]
+        return self.keeps(record)
 
     @staticmethod
     def _one_of(wanted: frozenset[str], values: Iterator[str]) -> bool:

@@ -24,7 +24,11 @@ from shared.audit.config import AuditApiConfig
 from shared.audit.http import ApiIdentity, http_client_for
 from shared.audit.normalise import graph_item, page_of
 from shared.audit.ports import AuditFilters, DeleteOutcome, QueryState, QueryStatus, RecordPage, TimeWindow
+from shared.audit.record_lines import graph_page, graph_record_page
 from shared.errors import CollectorError, PermanentApiError, QueryFailedError
+from shared.records.json_codec import JsonDecodeError
+from shared.records.json_codec import loads as json_loads
+from shared.records.raw_json import SplitPage, is_utf8, split_page
 from shared.records.rules import format_timestamp
 
 logger = logging.getLogger(__name__)
@@ -118,6 +122,41 @@ def parse_records_page(body: dict[str, Any]) -> tuple[RecordPage, str | None]:
         raise PermanentApiError("Graph records page has no 'value' list")
     page = page_of(items, graph_item)
     next_link = body.get("@odata.nextLink")
+    return page, next_link if isinstance(next_link, str) and next_link else None
+
+
+_NEXT_LINK = "@odata.nextLink"
+
+
+def split_records_body(body: bytes) -> tuple[SplitPage, bytes] | dict[str, Any]:
+    """A ``records`` response's bytes cut into its records' bytes (with the body); a body that is not valid UTF-8 is
+    decoded whole instead, as before (invalid sequences read as U+FFFD).
+
+    Raises:
+        JsonDecodeError: the body is not a JSON object.
+    """
+    if not is_utf8(body):
+        value = json_loads(body)
+        if not isinstance(value, dict):
+            raise JsonDecodeError("the page is not a JSON object")
+        return value
+    return split_page(body, items_key="value", members=(_NEXT_LINK,)), body
+
+
+def parse_records_answer(answer: tuple[SplitPage, bytes] | dict[str, Any]) -> tuple[RecordPage, str | None]:
+    """One ``records`` response as :func:`split_records_body` read it → (page, next link): a page of the records'
+    bytes (``shared.audit.normalise.graph_page``)."""
+    if isinstance(answer, dict):
+        if not isinstance(answer.get("value"), list):
+            raise PermanentApiError("Graph records page has no 'value' list")
+        link = answer.get(_NEXT_LINK)
+        return graph_record_page(answer), link if isinstance(link, str) and link else None
+    split, body = answer
+    if split.items is None:
+        raise PermanentApiError("Graph records page has no 'value' list")
+    multiline = b"\n" in body or b"\r" in body
+    next_link = split.members[_NEXT_LINK]
+    page = graph_page(split.items, body=body, multiline=multiline)
     return page, next_link if isinstance(next_link, str) and next_link else None
 
 
@@ -231,11 +270,11 @@ class GraphAuditClient:
         url: str | None = f"{self._query_url(query_id)}/records"
         params: dict[str, str] | None = {"$top": str(self._config.page_size)}
         while url is not None:
-            body = self._http.request_json("GET", url, params=params)
-            if body is None:
+            answer = self._http.request_page(url, params=params, split=split_records_body)
+            if answer is None:
                 raise PermanentApiError(f"Graph returned an empty records response for query {query_id}")
-            page, next_link = parse_records_page(body)
-            del body  # the raw items are copied into the page: do not keep them while the page is processed
+            page, next_link = parse_records_answer(answer)
+            del answer
             if page.malformed:
                 logger.warning("query %s: %d malformed record(s) quarantined", query_id, len(page.malformed))
             yield page

@@ -114,6 +114,8 @@ class _Call:
     any_json: bool = False
     """A 2xx body may be any JSON value (an array), not only an object."""
     read_error: ErrorReader | None = None
+    split: Callable[[bytes], Any] | None = None
+    """Reads a 2xx body's bytes itself (a records page split into records) instead of decoding them."""
     headers_seen: Mapping[str, str] | None = None
     """The 2xx answer's headers (set by ``_interpret``)."""
     ambiguous: bool = False
@@ -159,10 +161,13 @@ def json_body(response: requests.Response) -> Any:
     Raises:
         ValueError: the body is not JSON.
     """
-    encoding = (response.encoding or "").lower().replace("_", "-")
-    if encoding not in ("utf-8", "utf8"):
+    if not _utf8(response):
         return response.json()
     return json_loads(response.content)
+
+
+def _utf8(response: requests.Response) -> bool:
+    return (response.encoding or "").lower().replace("_", "-") in ("utf-8", "utf8")
 
 
 def _error_body(response: requests.Response) -> ErrorBody:
@@ -288,6 +293,13 @@ class AuditHttpClient:
         body = self._run(call)
         return JsonAnswer(body, call.headers_seen or {})
 
+    def request_page(self, url: str, *, split: Callable[[bytes], Any], params: Mapping[str, str] | None = None) -> Any:
+        """A GET (safe to send again) whose 2xx body ``split`` reads from its UTF-8 bytes; a body in another declared
+        charset is decoded as :meth:`request_json` decodes it and handed over decoded (None: no body). A ``ValueError``
+        from ``split`` is an unreadable body (sent again); same retry policy as :meth:`request_json`."""
+        call = _Call("GET", url, None, params, {}, False, split=split)
+        return self._run(call)
+
     def _run(self, call: _Call) -> Any:
         method = call.method
         retrying = tenacity.Retrying(
@@ -398,14 +410,15 @@ class AuditHttpClient:
             if status == 204 or not response.content:
                 return None
             try:
-                body = json_body(response)
+                split = call.split if _utf8(response) else None
+                body = split(response.content) if split is not None else json_body(response)
             except ValueError:
                 # A truncated or garbled body is read again from the same link, unless reading it was the change.
                 call.ambiguous = True
                 error = _RetryableError(f"{self._api.name} returned an unreadable JSON body", status=status)
                 raise self._unless_unsafe(call, error) from None
             call.headers_seen = response.headers
-            if not isinstance(body, dict) and not call.any_json:
+            if not isinstance(body, dict) and not call.any_json and call.split is None:
                 call.ambiguous = True
                 error = _RetryableError(f"{self._api.name} returned JSON that is not an object", status=status)
                 raise self._unless_unsafe(call, error)

@@ -5,6 +5,9 @@ A record that cannot be trusted (no id, no time, ``auditData`` that does not par
 
 Each record's time is parsed once, here: the page carries the parsed moments beside the records
 (``RecordPage.times``) for the writer's trim. An ``auditData`` string is decoded once, by ``shared.records.json_codec``.
+
+Records on the chunk writer's path are not normalised here but in ``shared.audit.record_lines`` (their bytes kept as
+the service sent them where they are in the promised shape); what it cannot pass through comes back here.
 """
 
 from __future__ import annotations
@@ -141,10 +144,9 @@ def exchange_item(row: Any) -> Normalised:
     if not isinstance(row, dict):
         return MalformedRecord(raw=raw_text(row), reason="row is not a JSON object")
 
-    def malformed(reason: str, data: dict[str, Any] | None = None) -> MalformedRecord:
+    def malformed(reason: str) -> MalformedRecord:
         # The row's own columns (Identity, CreationDate) survive a broken AuditData string.
-        record_id = _readable_id((data or {}).get("Id")) or _readable_id(row.get("Identity"))
-        created = _readable_time((data or {}).get("CreationTime")) or _readable_time(row.get("CreationDate"))
+        record_id, created = _readable_id(row.get("Identity")), _readable_time(row.get("CreationDate"))
         return MalformedRecord(raw_text(row), reason, record_id, created)
 
     text = row.get("AuditData")
@@ -159,12 +161,25 @@ def exchange_item(row: Any) -> Normalised:
         return malformed("row has no AuditData")
     if not isinstance(data, dict):
         return malformed("AuditData is not a JSON object")
+    return exchange_record(row, data)
+
+
+def exchange_record(row: dict[str, Any], data: dict[str, Any]) -> Normalised:
+    """The Graph-shaped record of a row whose ``AuditData`` decoded to ``data`` (only the members named in
+    :data:`EXCHANGE_FIELDS` are read; ``data`` is the record's ``auditData``), or its quarantine entry."""
+
+    def malformed(reason: str) -> MalformedRecord:
+        # The row's own columns (Identity, CreationDate) survive where AuditData lacks them.
+        record_id = _readable_id(data.get("Id")) or _readable_id(row.get("Identity"))
+        created = _readable_time(data.get("CreationTime")) or _readable_time(row.get("CreationDate"))
+        return MalformedRecord(raw_text(row), reason, record_id, created)
+
     record_id = data.get("Id") or row.get("Identity")
     if not isinstance(record_id, str) or not record_id.strip():
-        return malformed("AuditData has no Id", data)
+        return malformed("AuditData has no Id")
     created = _time(data.get("CreationTime")) or _time(row.get("CreationDate"))
     if created is None:
-        return malformed(f"record {record_id} has no valid CreationTime", data)
+        return malformed(f"record {record_id} has no valid CreationTime")
     row_type = row.get("RecordType")
     record_type = _camel(row_type) if isinstance(row_type, str) and row_type else str(data.get("RecordType", ""))
     user = data.get("UserId") or row.get("UserIds")
@@ -185,6 +200,22 @@ def exchange_item(row: Any) -> Normalised:
         "auditData": data,
     }
     return record, created[1]
+
+
+EXCHANGE_FIELDS = (
+    "Id",
+    "CreationTime",
+    "RecordType",
+    "Operation",
+    "OrganizationId",
+    "UserType",
+    "UserId",
+    "Workload",
+    "ObjectId",
+    "ClientIP",
+    "ClientIPAddress",
+)
+"""Every ``AuditData`` member :func:`exchange_record` reads."""
 
 
 def normalise_exchange_row(row: Any) -> AuditRecord | MalformedRecord:

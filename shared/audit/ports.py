@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
-from shared.values import AuditFilters, AuditRecord, MalformedRecord, TimeWindow
+from shared.values import AuditFilters, AuditRecord, MalformedRecord, RecordPage, TimeWindow
 
 if TYPE_CHECKING:
     from shared.audit.exchange_paging import SessionCursor
@@ -44,15 +44,6 @@ __all__ = [
     "RecordPage",
     "TimeWindow",
 ]
-
-
-@dataclass(slots=True)
-class RecordPage:
-    records: list[AuditRecord]
-    malformed: list[MalformedRecord] = field(default_factory=list)
-    times: list[datetime] | None = None
-    """Each record's ``createdDateTime`` as parsed by the normaliser (same order as ``records``), so the writer
-    trims without parsing it again; None when the page was built some other way (the writer parses)."""
 
 
 class QueryState(enum.Enum):

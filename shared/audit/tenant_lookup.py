@@ -31,6 +31,7 @@ CACHE_SIZE = 1024
 """Domains whose GUID one process remembers."""
 TIMEOUT_SECONDS = 10.0
 
+_AADSTS = re.compile(r"\bAADSTS\d+\b")
 _GUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 
 
@@ -119,10 +120,11 @@ class TenantDirectory:
             return guid
         error = body.get("error") if isinstance(body, dict) else None
         description = str(body.get("error_description", "")) if isinstance(body, dict) else ""
-        if response.status_code in (400, 404) and (error == "invalid_tenant" or "AADSTS90002" in description):
-            code = "AADSTS90002" if "AADSTS90002" in description else str(error)
+        codes = set(_AADSTS.findall(description))  # whole codes: "AADSTS900023" holds "AADSTS90002" as a prefix
+        if response.status_code in (400, 404) and (error == "invalid_tenant" or "AADSTS90002" in codes):
+            code = "AADSTS90002" if "AADSTS90002" in codes else str(error)
             raise TenantNotFoundError(domain, code)
-        if response.status_code == 400 and "AADSTS900023" in description:  # not a valid DNS name for a tenant
+        if response.status_code == 400 and "AADSTS900023" in codes:  # not a valid DNS name for a tenant
             raise TenantNotFoundError(domain, "AADSTS900023")
         raise TransientApiError(
             f"the authority answered HTTP {response.status_code} for the OpenID configuration of {domain!r}",

@@ -9,6 +9,8 @@ and the service ``Exchange``, one after the other once the doctor's unfiltered q
 every unfinished query against the tenant's limit, and the doctor holds one slot of the tenant budget, so it never
 has more than one query unfinished. A filter is *honoured* when its query returned no record of another service
 although the unfiltered query shows the window holds some, and *ignored* when it returned records of other services.
+Each query takes a credit of the tenant's daily Graph quota before it is created, and one the service fails or loses
+is submitted again like the doctor's own (``shared.doctor.resubmit``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 from shared.audit.http import AuditHttpClient
 from shared.audit.ports import TimeWindow
 from shared.doctor.model import Budget, ProbeResult, brief, differs, ok, skipped, warning
+from shared.doctor.resubmit import SubmissionCredits, Submissions, credits
 from shared.errors import CollectorError, PermanentApiError
 from shared.records.rules import format_timestamp
 
@@ -73,12 +76,15 @@ class ServiceFilterProbe:
     """Filter name -> the id of its query."""
     refused: dict[str, str] = field(default_factory=dict)
     """Filter name -> why its create was refused."""
+    credits: SubmissionCredits = field(default_factory=credits)
+    given_up: list[str] = field(default_factory=list)
+    """The ids of the queries the service failed or lost (submitted again, or not)."""
 
-    def _create(self, name: str, tag: str) -> str | None:
+    def _create(self, name: str, tag: str, suffix: str = "") -> str | None:
         """Create the query filtered with ``name``; None when the service refused it (the reason kept)."""
         value: Any = [SERVICE] if name == "serviceFilters" else SERVICE
         body = {
-            "displayName": f"ual-doctor-probe-{tag}-{name.lower()}",
+            "displayName": f"ual-doctor-probe-{tag}-{name.lower()}{suffix}",
             "filterStartDateTime": format_timestamp(self.window.start),
             "filterEndDateTime": format_timestamp(self.window.end),
             name: value,
@@ -105,19 +111,25 @@ class ServiceFilterProbe:
         verdicts: list[str] = []
         tag = uuid.uuid4().hex[:12]
         for name in ("serviceFilter", "serviceFilters"):
+            no_credit = self.credits.take()  # every query the doctor submits counts against the daily quota
+            if no_credit is not None:
+                verdicts.append(f"{name} was not probed ({no_credit})")
+                continue
             query_id = self._create(name, tag)  # after the previous query finished (or was given up on)
             if name in self.refused:
                 verdicts.append(f"{name} was refused ({self.refused[name]})")
                 continue
-            services = self._services(query_id, reserve)
+            services, story = self._settled(name, tag, query_id, reserve)
             if services is None:
-                verdicts.append(f"{name} could not be checked (its query did not finish in time)")
-            elif services - {SERVICE}:
-                verdicts.append(f"{name} was ignored (its query returned {', '.join(sorted(services - {SERVICE}))})")
+                verdicts.append(f"{name} could not be checked ({story or 'its query could not be read'})")
+                continue
+            if services - {SERVICE}:
+                verdict = f"{name} was ignored (its query returned {', '.join(sorted(services - {SERVICE}))})"
             elif others:
-                verdicts.append(f"{name} was honoured")
+                verdict = f"{name} was honoured"
             else:
-                verdicts.append(f"{name} could not be told apart (the window holds {SERVICE} records only)")
+                verdict = f"{name} could not be told apart (the window holds {SERVICE} records only)"
+            verdicts.append(f"{verdict} ({story})" if story else verdict)
         done = f"a query filtered on service {SERVICE} over the doctor's window: {'; '.join(verdicts)}"
         if self.refused:
             return differs(
@@ -131,32 +143,55 @@ class ServiceFilterProbe:
             "way its output is exact",
         )
 
-    def _services(self, query_id: str | None, reserve: float) -> set[str] | None:
-        """The services on the first records page of the query, once it has finished (None: not in time)."""
+    def _settled(self, name: str, tag: str, query_id: str | None, reserve: float) -> tuple[set[str] | None, str]:
+        """The services of the filtered query's first page, the query submitted again when the service failed or
+        lost it; and what the service did when it did (the story, "" when the first query was read)."""
+        submissions = Submissions(self.credits)
+        while True:
+            services, ended = self._services(query_id, reserve)
+            if ended == "pending":
+                return None, submissions.story("did not finish in time") or "its query did not finish in time"
+            if ended == "" or query_id is None:
+                return services, submissions.story("succeeded" if services is not None else None)
+            self.given_up.append(query_id)
+            if not submissions.give_up(query_id, ended):
+                return None, submissions.story()
+            query_id = self._create(name, tag, submissions.suffix())
+            if query_id is None:
+                return None, submissions.story() + f"; submitting it again was refused ({self.refused.pop(name, '')})"
+
+    def _services(self, query_id: str | None, reserve: float) -> tuple[set[str] | None, str]:
+        """The services on the first records page of the query, once it has finished (None: not read), and how it
+        ended when it was not read: "failed", "cancelled", "lost" (404), "pending" (not in time) or "" (read, or
+        unreadable)."""
         if query_id is None:
-            return None
+            return None, ""
         url = f"{self.root}/{query_id}"
         interval = 1.0
         while True:
             try:
-                status = self.http.request_json("GET", url)
+                status = self.http.request_json("GET", url, not_found_ok=True)
             except CollectorError:
-                return None
-            if str((status or {}).get("status", "")).lower() in _DONE:
+                return None, ""
+            if status is None:  # gone (404): the service lost it
+                return None, "lost"
+            state = str(status.get("status", "")).lower()
+            if state in _DONE:
                 break
             if self.budget.remaining() - interval <= reserve:
-                return None
+                return None, "pending"
             self.sleep(interval)
             interval = min(interval * 1.5, 10.0)
-        if str((status or {}).get("status", "")).lower() != "succeeded":
-            return None
+        if state != "succeeded":
+            return None, state
         try:
             page = self.http.request_json("GET", f"{url}/records")
         except CollectorError:
-            return None
+            return None, ""
         items = (page or {}).get("value")
-        return {str(i.get("service")) for i in items if isinstance(i, dict)} if isinstance(items, list) else None
+        services = {str(i.get("service")) for i in items if isinstance(i, dict)} if isinstance(items, list) else None
+        return services, ""
 
     def leftover(self) -> list[str]:
-        """The ids of the probe's queries (the doctor's DELETE step tries them too)."""
-        return list(self.queries.values())
+        """The ids of the probe's queries, those given up on too (the doctor's DELETE step tries them too)."""
+        return [*self.given_up, *self.queries.values()]

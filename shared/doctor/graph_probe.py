@@ -9,7 +9,9 @@ doctor creates on the service; they are deleted at the end when the service allo
 stay (finished queries do not count against the tenant's limit of queries running at once).
 
 The run is split in two (:meth:`GraphProbe.start`, :meth:`GraphProbe.finish`) so the Exchange probes can run while
-the service works on the query.
+the service works on the query. A query the service fails or loses (404) is submitted again under a name of its own,
+twice at most, each time with a credit of the tenant's daily quota, and ``graph.query`` says what the service did
+(``shared.doctor.resubmit``).
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from shared.audit.ports import AuditFilters, QueryState, QueryStatus, TimeWindow
 from shared.doctor.fixes import GRAPH_PERMISSION_FIX, failure
 from shared.doctor.graph_filters import ServiceFilterProbe, scope_result
 from shared.doctor.model import Budget, ProbeResult, brief, differs, failed, ok, skipped
+from shared.doctor.resubmit import Submissions
 from shared.doctor.tenant_probe import TokenOutcome
 from shared.doctor.tokens import probe_token
-from shared.errors import AuditingDisabledError, CollectorError, PermanentApiError
+from shared.errors import AuditingDisabledError, CollectorError, PermanentApiError, QueryFailedError
 
 WINDOW = timedelta(minutes=15)
 WINDOW_LAG = timedelta(hours=2)
@@ -84,6 +87,9 @@ class GraphProbe:
     _query_id: str | None = None
     _window: TimeWindow | None = None
     _name: str = ""
+    """The display name of the current query (the first one's, then ``-r1``, ``-r2`` for those submitted again)."""
+    _first_name: str = ""
+    _submissions: Submissions = field(default_factory=Submissions)
     _roles_note: str = ""
     token_roles: tuple[str, ...] | None = None
     """The application roles of the Graph token (None: no token, or its claims were not readable)."""
@@ -140,7 +146,7 @@ class GraphProbe:
             return
         end = self.now().replace(microsecond=0) - WINDOW_LAG
         self._window = TimeWindow(end - WINDOW, end)
-        self._name = f"ual-doctor-probe-{uuid.uuid4().hex[:12]}"
+        self._name = self._first_name = f"ual-doctor-probe-{uuid.uuid4().hex[:12]}"
         try:
             self._query_id = self._client.create_query(self._window, AuditFilters(), display_name=self._name)
         except AuditingDisabledError as exc:
@@ -190,25 +196,42 @@ class GraphProbe:
             if client is not None:
                 client.close()
 
+    def _what(self) -> str:
+        assert self._window is not None
+        span = f"{_short(self._window.start)}..{_short(self._window.end)}"
+        return f"created query {self._query_id} '{self._name}' over {span}"
+
     def _poll(self) -> QueryStatus | None:
         assert self._client is not None and self._query_id is not None and self._window is not None
         started = self.budget.elapsed()
         limit = min(POLL_LIMIT_SECONDS, self.budget.remaining() - FINISH_RESERVE_SECONDS)
         interval = 1.0
-        span = f"{_short(self._window.start)}..{_short(self._window.end)}"
-        what = f"created query {self._query_id} '{self._name}' over {span}"
         while True:
             try:
                 status = self._client.get_query(self._query_id)
+            except QueryFailedError:  # gone (404) once it would have finished: the service lost it
+                if self._again("lost"):
+                    interval = 1.0
+                    continue
+                self._given_up("is gone (404 when checked)", "the query was lost")
+                return None
             except CollectorError as exc:
                 self.results["graph.query"] = self._fail("graph.query", exc)
                 return None
             waited = self.budget.elapsed() - started
+            if status.state in (QueryState.FAILED, QueryState.CANCELLED):
+                if self._again(status.raw_status.lower()):
+                    interval = 1.0
+                    continue
+                self._given_up(f"the service reports it {status.raw_status}", f"the query ended {status.raw_status}")
+                return status
             if status.state is not QueryState.PENDING:
                 break
             if waited + interval > limit:
                 self.results["graph.query"] = ok(
-                    "graph.query", f"{what}; still {status.raw_status} after {waited:.0f} s (the doctor stops waiting)"
+                    "graph.query",
+                    f"{self._what()}; still {status.raw_status} after {waited:.0f} s (the doctor stops waiting)"
+                    + self._story(),
                 )
                 self.results["graph.records"] = skipped(
                     "graph.records",
@@ -219,22 +242,44 @@ class GraphProbe:
             self.sleep(interval)
             interval = min(interval * 1.5, 10.0)
         raw = status.raw_status
-        if status.state is not QueryState.SUCCEEDED:
-            self.results["graph.query"] = failed(
-                "graph.query",
-                f"{what}; the service reports it {raw}",
-                "check that auditing is on in the tenant (Microsoft Purview portal -> Audit) and run the doctor again",
-            )
-            self.results["graph.records"] = skipped("graph.records", f"the query ended {raw}")
-            return status
         approx = status.approximate_record_count
         self.results["graph.query"] = ok(
             "graph.query",
-            f"{what}; {raw} after {waited:.0f} s"
+            f"{self._what()}; {raw} after {waited:.0f} s"
             + (f" (about {approx:,} records)" if approx is not None else "")
-            + ("" if raw.lower() in _KNOWN_STATUSES else f"; status {raw!r} is not one the collector knows"),
+            + ("" if raw.lower() in _KNOWN_STATUSES else f"; status {raw!r} is not one the collector knows")
+            + self._story("succeeded"),
         )
         return status
+
+    def _story(self, last: str | None = None) -> str:
+        story = self._submissions.story(last)
+        return f"; {story}" if story else ""
+
+    def _again(self, what: str) -> bool:
+        """The current query is given up on (the service ``what`` it): submit it again under a name of its own
+        when the bound and the quota allow; True when a new query is the current one."""
+        assert self._client is not None and self._query_id is not None and self._window is not None
+        if not self._submissions.give_up(self._query_id, what):
+            return False
+        name = self._first_name + self._submissions.suffix()
+        try:
+            query_id = self._client.create_query(self._window, AuditFilters(), display_name=name)
+        except CollectorError as exc:
+            self._submissions.refused = f"submitting it again failed ({brief(exc)})"
+            return False
+        self._query_id, self._name = query_id, name
+        return True
+
+    def _given_up(self, said: str, records_why: str) -> None:
+        """``graph.query`` failed: the service failed or lost every query the doctor submitted."""
+        self.results["graph.query"] = failed(
+            "graph.query",
+            f"{self._what()}; {said}{self._story()}",
+            "check that auditing is on in the tenant (Microsoft Purview portal -> Audit) and run the doctor again "
+            "(the service fails or loses some queries; the collector submits such a query again, twice at most)",
+        )
+        self.results["graph.records"] = skipped("graph.records", records_why)
 
     def _read_one_page(self) -> ProbeResult:
         assert self._client is not None and self._query_id is not None and self._window is not None
@@ -313,10 +358,13 @@ class GraphProbe:
     def _delete(self) -> ProbeResult:
         assert self._client is not None and self._query_id is not None
         extra = self._filters.leftover() if self._filters is not None else []
-        for query_id in extra:  # the service-filter probe's queries go (or stay) the way the main one does
+        given_up = self._submissions.given_up_ids
+        for query_id in [*given_up, *extra]:  # the doctor's other queries go (or stay) the way the main one does
             with contextlib.suppress(CollectorError):
                 self._client.delete_query(query_id)
         left = f"query '{self._name}' ({self._query_id}) stays on the service"
+        if given_up:
+            left += f", as do the {len(given_up)} given up on"
         if extra:
             left += f", as do the {len(extra)} queries of graph.filters"
         try:

@@ -9,14 +9,19 @@ texts are equal.
 
 ``to_bytes``/``from_bytes`` give the members as 16 bytes per GUID (plus the other ids, length-prefixed), so a writer
 that produces one object in several parts can carry the set from part to part.
+
+A page of ids goes in at once (:meth:`IdSet.add_many`): when every id of the page is a lower-case GUID (the usual
+case), their texts are checked and turned into numbers in a few C-level operations over the whole page
+(:func:`page_keys`), and only the table probe runs per id.
 """
 
 from __future__ import annotations
 
 import re
 import struct
+import sys
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 _GUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}").fullmatch
 _LOW = (1 << 64) - 1
@@ -30,6 +35,37 @@ def guid_key(record_id: str) -> int | None:
     if len(record_id) == 36 and _GUID(record_id) is not None:
         return int(record_id.replace("-", ""), 16)
     return None
+
+
+def page_keys(ids: Sequence[str]) -> tuple[array[int], array[int]] | None:
+    """The high and low 64-bit halves of every id's 128-bit number (``guid_key``), when every id is a lower-case GUID
+    text; None when any is not (the caller then goes id by id).
+
+    Checked over the whole page at once, exactly as ``guid_key`` checks one id: each text 36 characters long, dashes
+    at places 8, 13, 18 and 23 and nowhere else, lower-case hex digits everywhere else.
+    """
+    count = len(ids)
+    if not count:
+        return array("Q"), array("Q")
+    if min(map(len, ids)) != 36 or max(map(len, ids)) != 36:
+        return None
+    joined = "".join(ids)
+    if joined.count("-") != 4 * count or any(joined[at::36].count("-") != count for at in (8, 13, 18, 23)):
+        return None
+    digits = joined.replace("-", "")
+    if digits.lower() != digits:
+        return None
+    try:
+        raw = bytes.fromhex(digits)  # refuses anything but hex digits and whitespace
+    except ValueError:
+        return None
+    if len(raw) != 16 * count:  # whitespace was skipped
+        return None
+    words = array("Q")
+    words.frombytes(raw)
+    if sys.byteorder == "little":
+        words.byteswap()  # each half big-endian, as ``int(..., 16)`` reads the text
+    return words[0::2], words[1::2]
 
 
 def guid_text(key: int) -> str:
@@ -101,6 +137,65 @@ class IdSet:
                     self._grow()
                 return True
             slot = (slot + 1) & mask
+
+    def add_many(self, ids: Sequence[str]) -> list[bool]:
+        """Adds a page of ids; for each, True when it was not a member yet (a repeat within the page is not new)."""
+        keys = page_keys(ids) if not self._removed else None
+        if keys is None:
+            return [self.add(record_id) for record_id in ids]
+        return self._add_halves(*keys)
+
+    def contains_many(self, ids: Sequence[str]) -> list[bool]:
+        """For each id of a page, whether it is a member."""
+        keys = page_keys(ids) if not self._removed else None
+        if keys is None:
+            return [record_id in self for record_id in ids]
+        found: list[bool] = []
+        highs, lows, mask, shift = self._high, self._low, self._capacity - 1, self._shift
+        for high, low in zip(*keys):
+            if not high and not low:  # the all-zero GUID is kept apart: (0, 0) marks an empty slot
+                found.append(self._zero)
+                continue
+            slot = (hash(high << 64 | low) * _MIX & _LOW) >> shift
+            while True:
+                at = highs[slot]
+                if at == high and lows[slot] == low:
+                    found.append(True)
+                    break
+                if at == 0 and lows[slot] == 0:
+                    found.append(False)
+                    break
+                slot = (slot + 1) & mask
+        return found
+
+    def _add_halves(self, page_highs: array[int], page_lows: array[int]) -> list[bool]:
+        """``add_key`` for each (high, low) pair, in one loop (no member removed)."""
+        added: list[bool] = []
+        append = added.append
+        highs, lows, mask, shift = self._high, self._low, self._capacity - 1, self._shift
+        limit = self._capacity * 3 // 4
+        for high, low in zip(page_highs, page_lows):
+            if not high and not low:
+                append(not self._zero)
+                self._zero = True
+                continue
+            slot = (hash(high << 64 | low) * _MIX & _LOW) >> shift
+            while True:
+                at = highs[slot]
+                if at == high and lows[slot] == low:
+                    append(False)
+                    break
+                if at == 0 and lows[slot] == 0:
+                    highs[slot], lows[slot] = high, low
+                    self._guids += 1
+                    append(True)
+                    if self._guids > limit:
+                        self._grow()
+                        highs, lows, mask, shift = self._high, self._low, self._capacity - 1, self._shift
+                        limit = self._capacity * 3 // 4
+                    break
+                slot = (slot + 1) & mask
+        return added
 
     def discard(self, record_id: str) -> None:
         key = guid_key(record_id)

@@ -17,6 +17,8 @@ from shared.values import AuditRecord, MalformedRecord, TimeWindow
 
 _CANONICAL = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{0,5}[1-9])?Z").fullmatch
 """Text that ``format_timestamp`` writes (a 4-digit year, fractions without trailing zeros, 'Z')."""
+_NAIVE_SECONDS = re.compile(r"[1-9][0-9]{3}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}").fullmatch
+"""UAL ``CreationTime`` as Exchange writes it: whole seconds, no offset (UTC); canonical once 'Z' is added."""
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -57,6 +59,8 @@ def canonical_time(text: str) -> tuple[str, datetime]:
     """
     if _CANONICAL(text) is not None:
         return text, datetime.fromisoformat(text)
+    if _NAIVE_SECONDS(text) is not None:
+        return text + "Z", datetime.fromisoformat(text).replace(tzinfo=UTC)
     moment = parse_timestamp(text)
     return format_timestamp(moment), moment
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeAlias
 
@@ -64,3 +64,14 @@ def is_tenant_guid(tenant: str) -> bool:
     except ValueError:
         return False
     return len(value) == 36
+
+
+@dataclass(slots=True)
+class RecordPage:
+    """One page of records as an adapter read it, with the records it could not read."""
+
+    records: list[AuditRecord]
+    malformed: list[MalformedRecord] = field(default_factory=list)
+    times: list[datetime] | None = None
+    """Each record's ``createdDateTime`` as parsed by the normaliser (same order as ``records``), so the writer
+    trims without parsing it again; None when the page was built some other way (the writer parses)."""

@@ -63,15 +63,20 @@ OLD_EXCHANGE = {
 ``test_exchange_evidence.py`` / the e2e tests run the 2026 defaults)."""
 
 
+QUERIES_THAT_FINISH = {"fail_rate": 0.0, "vanish_rate": 0.0, "stuck_rate": 0.0}
+"""Graph at its defaults (short first reads, UnknownError 400s, gateway pages) but for queries that fail, vanish or
+stay running: the adapter reports such a query (``QueryFailedError``, a status that stays pending) and resubmitting it
+is the collector's window, tested end to end (``tests/e2e/test_graph_evidence.py``), so an adapter test that reads a
+query needs a service that finishes it."""
+
+
 def start_emulator(**config_kwargs: Any) -> Any:
     from m365_emulator import EmulatorConfig, TenantSpec, run_emulator
     from m365_emulator.config import ExchangeSettings, GraphSettings
 
     tenant = TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=7, records_per_hour=240.0)
     config_kwargs.setdefault("exchange", ExchangeSettings(**OLD_EXCHANGE))  # type: ignore[arg-type]
-    # Graph at its defaults (short first reads, UnknownError 400s, gateway pages) but for queries that fail or vanish:
-    # resubmitting them is the window's, tested end to end (tests/e2e/test_graph_evidence.py).
-    config_kwargs.setdefault("graph", GraphSettings(fail_rate=0.0, vanish_rate=0.0))
+    config_kwargs.setdefault("graph", GraphSettings(**QUERIES_THAT_FINISH))
     return run_emulator(EmulatorConfig(tenants=[tenant], **config_kwargs))
 
 

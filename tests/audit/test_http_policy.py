@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from typing import Any
 
 import pytest
 import requests
@@ -12,6 +13,7 @@ import requests
 from shared.audit.config import AuditApiConfig
 from shared.audit.http import ApiIdentity, AuditHttpClient, json_body, parse_retry_after
 from shared.errors import AuthenticationError, MissingPermissionError, PermanentApiError, TransientApiError
+from shared.records.raw_json import split_page
 from tests.audit.scripted_server import FakeTokens, Reply, replies, scripted_server
 
 API = ApiIdentity(name="Test API", scope="https://example.test/.default", permission="Perm.Read.All")
@@ -240,3 +242,29 @@ def test_a_429_is_logged_as_a_throttling_event_with_the_tenant_and_the_chunk(cap
             "waitSeconds": 7.0,
         }
     ]  # the 503 is retried too, but it is not throttling
+
+
+def test_a_records_page_is_split_from_its_bytes_and_a_broken_one_is_read_again() -> None:
+    """``request_page`` hands a 2xx body's UTF-8 bytes to the page's own reader (the Graph adapter splits a records
+    page there); a page that reader refuses is unreadable, read again like a cut-off JSON body."""
+    seen: list[bytes] = []
+
+    def split(body: bytes) -> Any:
+        seen.append(body)
+        return split_page(body, members=("@odata.nextLink",))
+
+    page = b'{"value":[{"id":"a"}, {"id":"b"}],"@odata.nextLink":null}'
+    with scripted_server(replies(Reply(200, raw=b'{"value":[{"id":"a"},'), Reply(200, raw=page))) as srv:
+        client, waits, _ = make_client(srv.base_url)
+        answer = client.request_page(f"{srv.base_url}/records", split=split)
+    assert [bytes(item) for item in answer.items] == [b'{"id":"a"}', b'{"id":"b"}'] and len(waits) == 1
+    assert seen[-1] == page
+
+
+def test_a_records_page_in_another_declared_charset_is_decoded_whole() -> None:
+    body = '{"value":[{"name":"J\u00fcrgen"}]}'.encode("latin-1")
+    headers = {"Content-Type": "application/json; charset=ISO-8859-1"}
+    with scripted_server(replies(Reply(200, raw=body, headers=headers))) as srv:
+        client, _, _ = make_client(srv.base_url)
+        answer = client.request_page(f"{srv.base_url}/records", split=lambda _: pytest.fail("split a latin-1 body"))
+    assert isinstance(answer, dict) and answer["value"][0]["name"].startswith("J")  # decoded by json_body

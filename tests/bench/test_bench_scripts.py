@@ -21,7 +21,10 @@ CASES = [
     (["engine_overhead.py", "--steps", "4", "--instances", "2", "--chunks", "4"], "outside the SDK, no cache / cache"),
     (["sdk_replay_cost.py", "--chunks", "4", "--repeat", "1"], "less time in the SDK call"),
     (["audit_stream_memory.py", "--records", "3000"], "ratio end / 2,000"),
-    (["record_path.py", "--records", "3000", "--id-set", "2000"], "records/s orjson / stdlib"),
+    (
+        ["record_path.py", "--records", "3000", "--id-set", "2000", "--variants", "floor", "new", "stdlib"],
+        "same output bytes        True (new = stdlib)",
+    ),
     (
         ["record_path.py", "--source", "exchange", "--records", "2000", "--id-set", "100"],
         "exact (records == truth) True",

@@ -62,12 +62,12 @@ def payload(start: datetime, covered: datetime | None = None) -> dict[str, Any]:
 class Follower:
     """One follower instance; the test delivers its timers, its passes' outcomes and its events."""
 
-    def __init__(self, start_payload: dict[str, Any]) -> None:
+    def __init__(self, start_payload: dict[str, Any], secret: str = "") -> None:
         self.registry = FunctionRegistry(
             orchestrators={names.ORCHESTRATOR_FOLLOW: follow_handle(), names.ORCHESTRATOR_COLLECT: lambda _: ""},
-            activities={  # the real admission activities' bodies, with no secret (every input is admitted)
-                names.ACTIVITY_ADMIT: lambda text: json.dumps(admission.admit("", json.loads(text or "{}"))),
-                names.ACTIVITY_SEAL: lambda text: json.dumps(admission.seal_answer("", json.loads(text or "{}"))),
+            activities={  # the real admission activities' bodies (no secret: every input is admitted)
+                names.ACTIVITY_ADMIT: lambda text: json.dumps(admission.admit(secret, json.loads(text or "{}"))),
+                names.ACTIVITY_SEAL: lambda text: json.dumps(admission.seal_answer(secret, json.loads(text or "{}"))),
             },
             entities={},
         )

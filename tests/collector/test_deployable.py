@@ -25,6 +25,7 @@ PROVIDED = {
     "dateutil": "python-dateutil",
     "cryptography": "msal",
     "orjson": "orjson",
+    "msgspec": "msgspec",
 }
 
 

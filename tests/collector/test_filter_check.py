@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shared.audit.filter_check import FilterCheck, describe, parse_address
 from shared.audit.ports import AuditFilters
@@ -99,3 +102,50 @@ def test_the_manifest_names_checked_and_trusted_filters() -> None:
 def test_record_addresses_are_read_with_or_without_a_port(text: str, address: str | None) -> None:
     parsed = parse_address(text)
     assert (str(parsed) if parsed is not None else None) == address
+
+
+FIELD_VALUES = (
+    st.none()
+    | st.integers(0, 3)
+    | st.sampled_from(
+        ["Send", "send ", "exchangeItem", "Adele.Vance@contoso.com", "203.0.113.7:443", "[2001:db8::1]:443", "x", ""]
+    )
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "auditLogRecordType",
+                "operation",
+                "userPrincipalName",
+                "userId",
+                "service",
+                "clientIp",
+                "objectId",
+                "id",
+                "other",
+            ]
+        ),
+        FIELD_VALUES,
+    ),
+    st.none()
+    | st.just("a string")
+    | st.dictionaries(
+        st.sampled_from(["UserId", "ClientIP", "ClientIPAddress", "ActorIpAddress", "ObjectId", "Other"]), FIELD_VALUES
+    ),
+)
+def test_a_record_kept_as_bytes_is_judged_as_its_decoded_value_is(fields: dict[str, Any], data: Any) -> None:
+    """``keeps_item`` reads only the fields the check needs from the record's JSON bytes, with the same verdict."""
+    value = {**fields, **({"auditData": data} if data is not None else {})}
+    line = json.dumps(value).encode()
+    for filters in (
+        {"operations": ("send",)},
+        {"user_principal_names": ("adele.vance@contoso.com",), "service": "Exchange"},
+        {"ip_addresses": ("203.0.113.7", "2001:db8::1")},
+        {"object_ids": ("x*",), "record_types": ("ExchangeItem",)},
+    ):
+        found = check(**filters)
+        assert found.keeps_item(line) == found.keeps(value)

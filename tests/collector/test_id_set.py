@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.records.id_set import IdSet, guid_key, guid_text
+from shared.records.id_set import IdSet, guid_key, guid_text, page_keys
 from shared.records.rules import Deduplicator
 
 ZERO = "00000000-0000-0000-0000-000000000000"
@@ -118,3 +118,38 @@ def test_an_id_added_again_after_a_discard_is_a_member_once(record_id: str) -> N
     assert not ids.add(record_id) and len(ids) == 1
     twin = IdSet.from_bytes(ids.to_bytes())
     assert record_id in twin and not twin.add(record_id)
+
+
+PAGES = st.lists(st.lists(IDS | GUIDS, max_size=40), max_size=8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(PAGES, st.lists(IDS, max_size=5))
+def test_a_page_added_at_once_is_each_id_added_in_turn(pages: list[list[str]], removed: list[str]) -> None:
+    """``add_many`` and ``contains_many`` (the page checked and converted at once) answer as ``add`` and ``in`` do,
+    also after a discard (which sends the page id by id)."""
+    batched, single = IdSet(), IdSet()
+    for number, page in enumerate(pages):
+        assert batched.contains_many(page) == [record_id in single for record_id in page]
+        assert batched.add_many(page) == [single.add(record_id) for record_id in page]
+        if number == 1:
+            for record_id in removed:
+                batched.discard(record_id)
+                single.discard(record_id)
+    assert set(batched) == set(single) and len(batched) == len(single)
+
+
+def test_a_page_of_guids_is_read_as_numbers_only_when_every_id_is_one() -> None:
+    guids = [str(uuid.uuid4()) for _ in range(3)]
+    highs, lows = page_keys(guids) or ((), ())
+    assert [h << 64 | low for h, low in zip(highs, lows, strict=True)] == [guid_key(g) for g in guids]
+    shifted = [guids[0][:35], guids[1][0] + guids[1]]  # 35 + 37 characters: the same text run, other ids
+    for page in (
+        [*guids, guids[0].upper()],
+        [*guids, "{" + guids[0][1:]],
+        shifted,
+        [guids[0][:8] + " " + guids[0][9:]],
+    ):
+        assert page_keys(page) is None
+    ids = IdSet()
+    assert ids.add_many(shifted) == [True, True] and set(ids) == set(shifted)

@@ -3,8 +3,9 @@ first read of a query falls short, and when queries fail, vanish or stay running
 gateway pages or 429s without Retry-After; what cannot be made whole is reported with its reason, never complete.
 
 Each collection runs on the local host (SHIM mode) against the emulator over HTTPS; the emulator's defaults are its
-least convenient service (no cap flag, a fifth of first reads short, 1 % each of UnknownError, gateway pages, failed
-and vanished queries), and each test turns what it is about up.
+least convenient service (no cap flag, a fifth of first reads short, 1 % each of UnknownError and gateway pages, 5 %
+of queries failed, 2 % lost, 2 % left running), and each test turns what it is about up; a test that counts queries
+adds those the emulator made fail, vanish or stay running (``stats.faulted``: one resubmission each).
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ def test_short_first_reads_are_read_again_and_the_manifest_keeps_both_figures(
 
     def short(config: EmulatorConfig) -> None:
         config.graph.short_read_rate = 1.0  # every query's first read ends early
-        config.graph.fail_rate = config.graph.vanish_rate = 0.0  # one query per chunk, to count them
 
     emulator = make_emulator(records_per_hour=300.0, configure=short)
     end = START + timedelta(hours=4)
@@ -72,8 +72,9 @@ def test_short_first_reads_are_read_again_and_the_manifest_keeps_both_figures(
         summary = host.wait("short")
     assert summary["status"] == "Completed", summary
     _exact(host, emulator, "short", end)
+    faulted = emulator.stats.faulted(TENANT)  # given up on and submitted again: never read
     assert emulator.stats.short_reads[TENANT] == 4
-    assert emulator.stats.queries_created[TENANT] == 4  # a re-read reuses its query: no submission spent
+    assert emulator.stats.queries_created[TENANT] == 4 + faulted  # a re-read reuses its query: no submission spent
     for chunk in host.manifest("short")["chunks"]:
         evidence = _graph_evidence(chunk)
         first, second = evidence["reads"]
@@ -117,12 +118,15 @@ def test_a_query_that_keeps_failing_fails_its_chunk_with_the_reason_after_two_re
     assert summary["status"] == "CompletedWithFailures", summary
     (failure,) = summary["failures"]
     assert failure["kind"] == "query_failed" and "resubmitted 2x" in failure["reason"], failure
-    assert emulator.stats.queries_created[TENANT] == 2 + 3  # the bad window's query and its two resubmissions
+    # The bad window's query and its two resubmissions (3 of the faulted), each other one once, and once more for each
+    # the emulator's rates made fail, vanish or stay running.
+    assert emulator.stats.queries_created[TENANT] == 2 + emulator.stats.faulted(TENANT)
 
 
 def test_stuck_queries_are_given_up_on_and_resubmitted(make_emulator: MakeEmulator, tmp_path: Path) -> None:
     def stuck(config: EmulatorConfig) -> None:
         config.graph.stuck_rate = 0.3
+        config.graph.fail_rate = config.graph.vanish_rate = 0.0  # a chunk given up on three times: for being stuck
 
     emulator = make_emulator(records_per_hour=60.0, configure=stuck)
     end = START + timedelta(hours=6)
@@ -145,7 +149,6 @@ def test_unknown_errors_and_html_gateway_pages_are_retried_and_the_output_exact(
 
     def erratic(config: EmulatorConfig) -> None:
         config.graph.unknown_error_rate = config.graph.gateway_error_rate = 0.1
-        config.graph.fail_rate = config.graph.vanish_rate = 0.0  # one query per chunk, to count them
 
     emulator = make_emulator(records_per_hour=60.0, configure=erratic)
     end = START + timedelta(hours=8)
@@ -156,7 +159,8 @@ def test_unknown_errors_and_html_gateway_pages_are_retried_and_the_output_exact(
     assert emulator.stats.unknown_errors[key] > 0 and emulator.stats.gateway_errors[key] > 0
     assert summary["status"] == "Completed", summary["failures"]
     _exact(host, emulator, "erratic", end)
-    assert emulator.stats.queries_created[TENANT] == 8  # an UnknownError on a create never doubled a query
+    # An UnknownError on a create never doubled a query: one per chunk, one more for each given up on
+    assert emulator.stats.queries_created[TENANT] == 8 + emulator.stats.faulted(TENANT)
 
 
 def test_429s_without_retry_after_wait_without_spending_the_chunks_attempts(
@@ -170,7 +174,6 @@ def test_429s_without_retry_after_wait_without_spending_the_chunks_attempts(
         config.graph.completion_delay_seconds = 0.5
         config.graph.retry_after_on_429 = False  # the default
         config.graph.unknown_error_rate = config.graph.gateway_error_rate = 0.0
-        config.graph.fail_rate = config.graph.vanish_rate = 0.0
 
     emulator = make_emulator(records_per_hour=60.0, configure=busy)
     end = START + timedelta(hours=12)
@@ -182,4 +185,4 @@ def test_429s_without_retry_after_wait_without_spending_the_chunks_attempts(
     assert emulator.stats.concurrency_429[(TENANT, "graph")] > 0
     assert summary["status"] == "Completed", summary["failures"]
     _exact(host, emulator, "busy", end)
-    assert emulator.stats.queries_created[TENANT] == 12
+    assert emulator.stats.queries_created[TENANT] == 12 + emulator.stats.faulted(TENANT)

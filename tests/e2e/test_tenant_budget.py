@@ -48,6 +48,9 @@ def server_limit(limit: int, delay: float, jitter: float) -> Callable[[EmulatorC
         config.graph.max_concurrent_queries = limit
         config.graph.completion_delay_seconds = delay
         config.graph.completion_jitter_seconds = jitter
+        # Deviation: no query left running for good. One the collector gave up on would go on holding one of the
+        # service's `limit` slots, which no budget of `limit` can know of (queries that fail or vanish stay on).
+        config.graph.stuck_rate = 0.0
 
     return configure
 

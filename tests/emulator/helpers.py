@@ -41,6 +41,7 @@ CALM_GRAPH = {
     "graph__gateway_error_rate": 0.0,
     "graph__fail_rate": 0.0,
     "graph__vanish_rate": 0.0,
+    "graph__stuck_rate": 0.0,
     "graph__short_read_rate": 0.0,
 }
 """Graph without the faults it answers at a rate (``test_graph_faults.py`` runs them and the defaults): the tests of

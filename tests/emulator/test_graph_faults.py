@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from m365_emulator import AppRegistration, Emulator, run_emulator
-from m365_emulator.config import GraphSettings
+from m365_emulator.config import FaultConfig, GraphSettings
 from tests.emulator.helpers import GRAPH_SCOPE, SECRET, T0, TENANT, make_config, queries_url, session_for, wait_for
 from tests.emulator.test_graph import _z, create, pages, wait_succeeded
 
@@ -20,8 +20,8 @@ def test_the_defaults_are_the_least_convenient_plausible_service() -> None:
     settings = GraphSettings()
     assert not settings.limit_flag and settings.send_record_count_limit and not settings.retry_after_on_429
     assert settings.short_read_rate > 0 and settings.unknown_error_rate > 0 and settings.gateway_error_rate > 0
-    # Each costs a submission (and a suite cannot wait on a stuck one): knobs the tests turn on (README)
-    assert settings.fail_rate == settings.vanish_rate == settings.stuck_rate == 0
+    # Queries the service fails, loses or leaves running: a client submits them again (README)
+    assert settings.fail_rate > 0 and settings.vanish_rate > 0 and settings.stuck_rate > 0
     with pytest.raises(ValueError, match="fail_rate"):
         GraphSettings(fail_rate=0.6, vanish_rate=0.6)
 
@@ -84,3 +84,21 @@ def test_queries_fail_vanish_or_stay_running_at_a_rate(outcome: str, knob: str) 
         else:
             time.sleep(0.2)  # four times the completion delay
             assert graph.get(url).json()["status"] == "running"
+
+
+def test_a_tests_sequence_of_outcomes_decides_the_next_queries_and_the_faulted_are_counted() -> None:
+    """``faults.query_outcomes``: one outcome per query created, in order, whatever the rates draw; then the rates
+    decide again. ``stats.query_faults`` counts the queries a client must give up on (``faulted``)."""
+    with _emulator(fail_rate=0.99) as emu:
+        graph = _session(emu)
+        emu.faults.query_outcomes = ("succeeded", "vanished", "stuck")
+        first, lost, stuck, drawn = (create(graph, emu, T0, T0 + timedelta(hours=1)) for _ in range(4))
+        assert emu.faults.query_outcomes == ()
+        assert wait_succeeded(graph, emu, first["id"])["status"] == "succeeded"
+        wait_for(lambda: graph.get(f"{queries_url(emu)}/{lost['id']}").status_code == 404)
+        assert graph.get(f"{queries_url(emu)}/{stuck['id']}").json()["status"] == "running"
+        assert wait_succeeded(graph, emu, drawn["id"])["status"] == "failed"  # the rate again
+        assert emu.stats.queries_created[TENANT] == 4 and emu.stats.faulted(TENANT) == 3
+        assert {k[1]: v for k, v in emu.stats.query_faults.items()} == {"vanished": 1, "stuck": 1, "failed": 1}
+    with pytest.raises(ValueError, match="query_outcomes"):
+        FaultConfig(query_outcomes=("lost",))
