@@ -18,7 +18,7 @@ import json
 from datetime import datetime
 
 from activities.chain_manifest import chain_section
-from activities.manifest_scope import latency_section, provisional_summaries, scope_of
+from activities.manifest_scope import latency_section, provisional_summaries, reconciled_section, scope_of
 from activities.manifest_windows import coverage_gaps, drop_superseded, load_summaries, split_foreign
 from shared import names
 from shared.fixes import with_fix
@@ -115,6 +115,7 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
         "chunks": [
             {
                 **s.to_json(),
+                "source": s.source,
                 "splits": s.chunk.depth,
                 "location": sink.location(s.blob),
                 "provisional": s.blob in provisional,
@@ -133,6 +134,8 @@ def write_manifest(sink: ChunkSink, payload: JsonDict) -> JsonDict:
             {"window": s.chunk.span_json(), "reasons": s.incomplete_reasons} for s in summaries if s.incomplete
         ],
     }
+    if scope is not None and scope.sampled is not None:  # a follower reading the feed: its reconcile's counts
+        manifest["reconciled"] = reconciled_section(summaries, scope.sampled)
     if payload.get("cancelled") is not None:  # written by POST .../cancel: when, and what was still running then
         manifest["cancelled"] = payload["cancelled"]
     written: JsonDict = {"totals": totals, "gaps": gaps}

@@ -30,6 +30,9 @@ class Scope:
     ranges: list[Chunk]
     failures: list[JsonDict]
     provisional: list[Chunk]
+    sampled: list[Chunk] | None = None
+    """A follower reading the feed: the windows of the range its reconcile read again by search (None: it does not
+    read the feed, the manifest has no ``reconciled``)."""
 
 
 def scope_of(payload: JsonDict) -> Scope | None:
@@ -41,7 +44,22 @@ def scope_of(payload: JsonDict) -> Scope | None:
         ranges=[Chunk(parse_iso(r["start"]), parse_iso(r["end"])) for r in raw["ranges"]],
         failures=list(raw.get("failures") or []),
         provisional=union_windows(list(raw.get("provisional") or [])),
+        sampled=[Chunk.from_json(c) for c in raw["sampled"]] if isinstance(raw.get("sampled"), list) else None,
     )
+
+
+def reconciled_section(summaries: list[ChunkSummary], sampled: list[Chunk]) -> JsonDict:
+    """A feed follower's day: the windows its reconcile sampled (read by the feed, then by search) and the records
+    search found there that the feed had missed; every window search read after the feed (a sample, or a window the
+    feed could not prove) and the records it added."""
+    after = [s for s in summaries if s.backfilled is not None]
+    chosen = set(sampled)
+    return {
+        "sampled": [c.span_json() for c in sampled],
+        "missed": sum(int((s.backfilled or {}).get("records", 0)) for s in after if s.chunk in chosen),
+        "backfilledWindows": len(after),
+        "backfilledRecords": sum(int((s.backfilled or {}).get("records", 0)) for s in after),
+    }
 
 
 def _overlaps(chunk: Chunk, windows: list[Chunk]) -> bool:

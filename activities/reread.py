@@ -35,10 +35,15 @@ _KEY = "r{:06d}"
 
 def with_late(summary: ChunkSummary, previous: ChunkSummary | None) -> ChunkSummary:
     """``summary`` of a read that replaced ``previous`` (an earlier read of the window, or None), its late records
-    counted: what the earlier reads counted plus what this one gained."""
+    counted: what the earlier reads counted plus what this one gained; a read by another source than the earlier
+    one's (a follower's search after its feed) also says what it gained over that source (``backfilled``)."""
     if previous is None:
         return summary
-    return dataclasses.replace(summary, late=previous.late + max(0, summary.records - previous.records))
+    gained = max(0, summary.records - previous.records)
+    backfilled = previous.backfilled
+    if summary.source is not None and previous.source is not None and summary.source != previous.source:
+        backfilled = {"over": previous.source, "records": gained}  # what this source found that the other missed
+    return dataclasses.replace(summary, late=previous.late + gained, backfilled=backfilled)
 
 
 def earlier_read(sink: ChunkSink, name: str) -> ChunkSummary | None:

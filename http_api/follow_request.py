@@ -44,6 +44,7 @@ _ALLOWED = frozenset(
         "everyMinutes",
         "maxConcurrency",
         "highCompleteness",
+        "feed",
     }
 )
 
@@ -63,6 +64,8 @@ class FollowRequest:
     high_completeness: bool = False
     tenant_guid: str | None = None
     """The tenant's GUID, resolved by the follows API before anything starts (``http_api.tenants``)."""
+    feed: bool = False
+    """Read the windows from the feed where the app may and the feed covers them (``http_api.follow_reads``)."""
 
     @property
     def follow_id(self) -> str:
@@ -85,6 +88,7 @@ class FollowRequest:
             "everyMinutes": self.every_minutes,
             "maxConcurrency": self.max_concurrency,
             "highCompleteness": self.high_completeness,
+            "feed": self.feed,
         }
 
     @classmethod
@@ -99,6 +103,7 @@ class FollowRequest:
             every_minutes=int(data["everyMinutes"]),
             max_concurrency=int(data["maxConcurrency"]),
             high_completeness=bool(data.get("highCompleteness", False)),
+            feed=bool(data.get("feed", False)),
         )
 
     def spec(self, settings: Settings, now: datetime, start: datetime | None = None) -> FollowSpec:
@@ -159,4 +164,7 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
         )
     high_completeness = high_completeness_of(body.get("highCompleteness", False), rules, SOURCES)
     filters = source_filters(body.get("filters"), rules, settings)
-    return FollowRequest(tenant_id, source, filters, start, interval, every, concurrency, high_completeness)
+    feed = body.get("feed", settings.follow_feed)
+    if not isinstance(feed, bool):
+        raise InvalidRequest("feed", "boolean", "feed must be true or false")
+    return FollowRequest(tenant_id, source, filters, start, interval, every, concurrency, high_completeness, feed=feed)

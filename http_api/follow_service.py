@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
+from http_api.follow_reads import AccessCheck, feed_use
 from http_api.follow_request import FollowRequest, validate_follow_request
 from http_api.instance_pages import PAGE_SIZE, InstancePages, ListingError
 from http_api.plan_report import follow_plan, tenant_quota
@@ -71,6 +72,7 @@ async def start_follow(
     *,
     sink: ChunkSink,
     resolve: TenantResolver,
+    feed_check: AccessCheck | None = None,
 ) -> ApiResponse:
     """Validate and resolve the tenant's GUID; then start the follower, answer with the running one, or resume a
     stopped one."""
@@ -132,6 +134,17 @@ async def start_follow(
             )  # fmt: skip
     start = resumed[0].start if resumed else None
     spec = request.spec(settings, now, start=start)
+    feed, why = await feed_use(
+        asked=request.feed,
+        search=request.source,
+        filters=request.filters,
+        max_concurrency=request.max_concurrency,
+        high_completeness=request.high_completeness,
+        settings=settings,
+        tenant=guid,
+        check=feed_check,
+    )
+    spec = replace(spec, feed=feed, reads_why=why)
     state = resumed[1] if resumed else FollowState(covered_until=spec.start)
     state.stopped, state.paused = False, None
     payload = {
@@ -164,6 +177,7 @@ async def start_follow(
         "coveredFrom": iso(spec.start),
         "coveredUntil": iso(state.covered_until),
         "outputPrefix": output_prefix(spec.tenant_id, follow),
+        "reads": spec.reads(),
         "plan": plan,
     }
     return ApiResponse(202, body_out, follow)

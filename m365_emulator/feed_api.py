@@ -109,7 +109,8 @@ class FeedApi:
         published_before: datetime | None = None,
     ) -> list[str]:
         """Ids of the records created in ``[start, end)`` (time order) of these content types (None: all), whose
-        first blob was created before ``published_before`` (None: every record, published or not yet)."""
+        first blob was created before ``published_before`` (None: every record the feed publishes, now or later; a
+        record it dropped, ``drop_fraction``, never)."""
         kinds = frozenset(content_types) if content_types is not None else frozenset(CONTENT_TYPES)
         spec, model = self.tenants[tenant_id], self.model()
         limit_ms = round(epoch(published_before) * 1000) if published_before is not None else None
@@ -117,17 +118,21 @@ class FeedApi:
         for record, _ in iter_matching(spec, epoch(start), epoch(end), RecordFilter()):
             if content_type_of(record) not in kinds:
                 continue
-            if limit_ms is None or self.index.first_published_ms(spec, model, record) < limit_ms:
+            published = self.index.first_published_ms(spec, model, record)
+            if published is not None and (limit_ms is None or published < limit_ms):
                 ids.append(record.id)
         return ids
 
     def publication_times(self, tenant_id: str, start: datetime, end: datetime) -> dict[str, datetime]:
-        """Record id -> ``contentCreated`` of the first blob holding it, for the records created in [start, end)."""
+        """Record id -> ``contentCreated`` of the first blob holding it, for the records created in [start, end) the
+        feed publishes."""
         spec, model = self.tenants[tenant_id], self.model()
-        return {
-            record.id: datetime.fromtimestamp(self.index.first_published_ms(spec, model, record) / 1000, UTC)
-            for record, _ in iter_matching(spec, epoch(start), epoch(end), RecordFilter())
-        }
+        found: dict[str, datetime] = {}
+        for record, _ in iter_matching(spec, epoch(start), epoch(end), RecordFilter()):
+            published = self.index.first_published_ms(spec, model, record)
+            if published is not None:
+                found[record.id] = datetime.fromtimestamp(published / 1000, UTC)
+        return found
 
     # -- requests -----------------------------------------------------------------------------------------------
 

@@ -58,6 +58,7 @@ class BlobModel:
     extra_fraction: float
     extra_max: float
     ingestion: tuple[float, float, float, float]
+    drop_fraction: float = 0.0
 
     @classmethod
     def of(cls, feed: FeedSettings, ingestion: IngestionSettings) -> BlobModel:
@@ -73,6 +74,7 @@ class BlobModel:
                 ingestion.late_fraction,
                 ingestion.max_seconds,
             ),
+            feed.drop_fraction,
         )
 
     @property
@@ -92,8 +94,15 @@ class BlobModel:
             moment += _uniform("feed-extra-size", record.id) * self.extra_max
         return moment
 
+    def dropped(self, record: SynthRecord) -> bool:
+        """The feed never publishes this record (``drop_fraction``): searches return it, no blob holds it."""
+        return self.drop_fraction > 0 and _uniform("feed-drop", record.id) < self.drop_fraction
+
     def buckets(self, record: SynthRecord, delay: float) -> tuple[int, ...]:
-        """The intervals whose blobs hold the record: its first publication, and its repeat when it has one."""
+        """The intervals whose blobs hold the record: its first publication, and its repeat when it has one (none
+        for a record the feed dropped)."""
+        if self.dropped(record):
+            return ()
         first = math.floor(self.published_at(record, delay) / self.interval)
         if self.duplicate_rate > 0 and _uniform("feed-dup", record.id) < self.duplicate_rate:
             return first, first + 1 + math.floor(_uniform("feed-dup-lag", record.id) * self.duplicate_max_lag)
@@ -178,10 +187,11 @@ class BlobIndex:
         found.sort(key=lambda b: (b.created_ms, b.bucket))
         return found
 
-    def first_published_ms(self, spec: TenantSpec, model: BlobModel, record: SynthRecord) -> int:
-        """``contentCreated`` of the first blob holding the record."""
+    def first_published_ms(self, spec: TenantSpec, model: BlobModel, record: SynthRecord) -> int | None:
+        """``contentCreated`` of the first blob holding the record (None: the feed dropped it)."""
         delay = model.settings.snapshot(0.0).delay_seconds(record)
-        return model.created_ms(spec.tenant_id, content_type_of(record), model.buckets(record, delay)[0])
+        buckets = model.buckets(record, delay)
+        return model.created_ms(spec.tenant_id, content_type_of(record), buckets[0]) if buckets else None
 
 
 def content_token(content_type: str) -> str:

@@ -38,6 +38,10 @@ class FeedSettings:
     """Share of records the feed publishes later than their ingestion delay, by up to ``extra_delay_max_seconds``
     more (the FAQ: after an outage "5% to 10% of the records ... may be delayed", "more than 3 to 5 days")."""
     extra_delay_max_seconds: float = 5 * DAY_SECONDS
+    drop_fraction: float = 0.0
+    """Share of records (a stable draw per record) the feed never publishes, though searches return them (the FAQ:
+    after an outage "some audit records are dropped and the service tries to backfill them"; a reconcile of the feed
+    with a search is what finds them). Off by default, as the outages it stands for are not the normal state."""
     list_page_size: int = 20
     """Content descriptors per listing page; more follow through the ``NextPageUri`` header."""
     next_page_header: str = "NextPageUri"
@@ -88,7 +92,7 @@ class FeedSettings:
             raise ValueError(f"feed.throttle_status must be one of {sorted(THROTTLE_STATUSES)}")
         if self.permission_status not in PERMISSION_STATUSES:
             raise ValueError(f"feed.permission_status must be one of {sorted(PERMISSION_STATUSES)}")
-        for name in ("duplicate_rate", "extra_delay_fraction"):
+        for name in ("duplicate_rate", "extra_delay_fraction", "drop_fraction"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"feed.{name} must be in [0, 1)")
         positive = ("blob_interval_seconds", "max_list_span_seconds", "lookback_seconds", "throttle_window_seconds")

@@ -88,6 +88,13 @@ class GraphApi:
     def _created(self, tenant_id: str) -> int:
         return self.stats.queries_created[tenant_id]
 
+    def query_windows(self, tenant_id: str) -> list[tuple[datetime, datetime]]:
+        """The window of every query created in the tenant, in creation order (for tests: which days a client read
+        by Graph)."""
+        with self._lock:
+            queries = [q for q in self._queries.values() if q.tenant.tenant_id == tenant_id]
+        return [(q.start, q.end) for q in sorted(queries, key=lambda q: q.created)]
+
     def active_count(self, tenant_id: str) -> int:
         now, delay = self.clock(), self.settings.completion_delay_seconds
         with self._lock:

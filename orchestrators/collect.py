@@ -19,7 +19,7 @@ import azure.durable_functions as df
 from orchestrators import admission, settle
 from orchestrators.budget_entity import entity_id
 from shared import names
-from shared.budget.wire import BudgetRequest
+from shared.budget.wire import MAX_CREDITS, BudgetRequest
 from shared.log_fields import log_event
 from shared.models import ActivityError, ActivityResult, JsonDict, iso
 from shared.redact import redact
@@ -162,8 +162,13 @@ def collect(context: df.DurableOrchestrationContext) -> Generator[Any, Any, Json
     context.set_custom_status({**window.status(), "finalizing": True})
     if budget is not None:  # a safety net: every lane released its slot as it ended
         # The run has ended: its token acquires nothing any more (a token read from its history holds no slot).
+        # Credits taken a few at once and not spent go back to the tenant's daily quota (once: the run closes).
         release = BudgetRequest(
-            "release_collection", collection=spec.collection_id, token=window.budget_token, close=True
+            "release_collection",
+            collection=spec.collection_id,
+            token=window.budget_token,
+            close=True,
+            refund=min(MAX_CREDITS, window.state.credits),
         )
         context.signal_entity(budget, "release_collection", release.to_json())
     finalize = context.call_activity(

@@ -23,7 +23,7 @@ import azure.durable_functions as df
 
 from orchestrators import admission
 from shared import names
-from shared.follow.plan import Pass, apply, next_wake, plan, status
+from shared.follow.plan import Pass, apply, next_wake, plan, rescoped, status
 from shared.follow.state import FollowSpec, FollowState
 from shared.models import JsonDict, iso
 from shared.redact import redact
@@ -38,19 +38,20 @@ STOP_EVENT = "stop"
 def pass_input(spec: FollowSpec, due: Pass, now: datetime, run: str = "") -> JsonDict:
     """The collect orchestrator's input for one pass: the day's collection over the due windows, scoped to the day,
     its budget keyed by the tenant's GUID like a collection's; ``run``: the pass's run id (its budget token's)."""
+    source = due.source or spec.source  # the feed, or the search source, by window (``shared.follow.plan``)
     collection = CollectionSpec(
         collection_id=due.collection_id,
         tenant_id=spec.tenant_id,
-        source=spec.source,
+        source=source,
         filters=spec.filters,
-        options=spec.options,
+        options=spec.options_of(source),
         explicit=due.windows,
         tenant_guid=spec.tenant_guid,
     )
     request = {
         "follow": spec.follow_id,
         "tenantId": spec.tenant_id,
-        "source": spec.source,
+        "source": source,
         "filters": spec.filters,
         "maxConcurrency": spec.options.max_concurrency,
         "pass": due.headline(),
@@ -94,7 +95,8 @@ def follow(context: df.DurableOrchestrationContext) -> Generator[Any, Any, JsonD
         timer.cancel()
         return _stopped(context, spec, state)
     passes = plan(spec, state, context.current_utc_datetime)
-    for due in passes:
+    for planned in passes:
+        due = rescoped(spec, state, planned)  # what the day's passes before it in this cycle read
         context.set_custom_status(status(spec, state, context.current_utc_datetime, running=due))
         work = pass_input(spec, due, context.current_utc_datetime, admission.new_run(context))
         work = yield from admission.sealed(context, due.instance_id, work)

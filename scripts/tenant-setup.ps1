@@ -4,15 +4,16 @@
 #   1. the app registration exists in this tenant;
 #   2. its service principal, made only when Graph answers NotFound (AADSTS7000229 at sign-in without it);
 #   3. the certificate (-Cert, the .pem the postprovision hook wrote) uploaded, appended, unless its thumbprint is there;
-#   4. the API permission requested and granted by a Graph appRoleAssignment (not az ad app permission admin-consent:
+#   4. the API permission (graph, exchange, feed: ActivityFeed.Read of the Office 365 Management APIs; all: the
+#      three) requested and granted by a Graph appRoleAssignment (not az ad app permission admin-consent:
 #      azure-cli #12797, #18603); without the right to grant, the admin consent link for someone who has it;
 #   5. source exchange: the Exchange role commands, printed.
 # Exit code 0 when every step is done, 1 when one is left (the output says which), 2 for bad use.
-#   ./scripts/tenant-setup.ps1 -AppId <appId> [-Cert <file.pem>] [-Source graph|exchange|all]
+#   ./scripts/tenant-setup.ps1 -AppId <appId> [-Cert <file.pem>] [-Source graph|exchange|feed|all]
 param(
     [Parameter(Mandatory = $true)][string]$AppId,
     [string]$Cert = '',
-    [ValidateSet('graph', 'exchange', 'all')][string]$Source = 'graph'
+    [ValidateSet('graph', 'exchange', 'feed', 'all')][string]$Source = 'graph'
 )
 $ErrorActionPreference = 'Stop'
 Set-StrictMode -Version 3.0
@@ -22,6 +23,8 @@ if ($Cert -and -not (Test-Path -LiteralPath $Cert -PathType Leaf)) {
 }
 $GraphApi = '00000003-0000-0000-c000-000000000000'
 $ExchangeApi = '00000002-0000-0ff1-ce00-000000000000'
+$ManagementApi = 'c5393580-f805-4401-95e8-94b7a6ef2fc2'  # Office 365 Management APIs
+function Test-Wants([string]$Name) { return ($Source -eq $Name -or $Source -eq 'all') }
 $script:left = @()
 
 function Stop-Setup([string]$Message) {
@@ -159,11 +162,12 @@ function Grant-AppRole([string]$Api, [string]$Value, [string]$ApiName) {
     }
     else { Stop-Setup "granting $Value failed: $(Get-FirstLine $r.Err)" }
 }
-if ($Source -ne 'exchange') { Grant-AppRole $GraphApi 'AuditLogsQuery.Read.All' 'Microsoft Graph' }
-if ($Source -ne 'graph') { Grant-AppRole $ExchangeApi 'Exchange.ManageAsApp' 'Office 365 Exchange Online' }
+if (Test-Wants 'graph') { Grant-AppRole $GraphApi 'AuditLogsQuery.Read.All' 'Microsoft Graph' }
+if (Test-Wants 'exchange') { Grant-AppRole $ExchangeApi 'Exchange.ManageAsApp' 'Office 365 Exchange Online' }
+if (Test-Wants 'feed') { Grant-AppRole $ManagementApi 'ActivityFeed.Read' 'Office 365 Management APIs' }
 
 # 5. the Exchange role
-if ($Source -ne 'graph') {
+if (Test-Wants 'exchange') {
     Write-Host '  Exchange role (not made by this script): in Exchange Online PowerShell (Connect-ExchangeOnline), as an Exchange'
     Write-Host '  administrator, register the service principal and give it View-Only Audit Logs:'
     Write-Host "    New-ServicePrincipal -AppId $AppId -ObjectId $sp -DisplayName ual-collector"
@@ -172,7 +176,7 @@ if ($Source -ne 'graph') {
 }
 
 if ($script:left.Count -eq 0) {
-    if ($Source -ne 'graph') { Write-Host 'Then the Exchange role above, by an Exchange administrator.' }
+    if (Test-Wants 'exchange') { Write-Host 'Then the Exchange role above, by an Exchange administrator.' }
     Write-Host "Done. Check it with doctor (docs/doctor.md): .../api/doctor?tenantId=$tenant&source=$Source"
     exit 0
 }

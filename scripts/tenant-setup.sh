@@ -8,13 +8,14 @@
 #   3. the certificate (--cert, the .pem the postprovision hook wrote) uploaded to the registration, appended, unless
 #      a key with its thumbprint is there already;
 #   4. the API permission (graph: Microsoft Graph AuditLogsQuery.Read.All; exchange: Office 365 Exchange Online
-#      Exchange.ManageAsApp) requested on the registration and granted by a Graph appRoleAssignment, which is what
+#      Exchange.ManageAsApp; feed: Office 365 Management APIs ActivityFeed.Read, what a follower needs to read the
+#      Management Activity API; all: the three) requested on the registration and granted by a Graph appRoleAssignment, which is what
 #      admin consent makes for an application permission (not az ad app permission admin-consent: azure-cli #12797,
 #      #18603). Without the right to grant (Privileged Role Administrator, or Cloud Application Administrator for
 #      APIs other than Graph) it prints the admin consent link for someone who has it;
 #   5. source exchange: prints the Exchange role commands (Exchange Online PowerShell; no az command assigns it).
 # Exit code 0 when every step is done, 1 when one is left (the output says which and who can do it), 2 for bad use.
-#   bash scripts/tenant-setup.sh --app-id <appId> [--cert <file.pem>] [--source graph|exchange|all]
+#   bash scripts/tenant-setup.sh --app-id <appId> [--cert <file.pem>] [--source graph|exchange|feed|all]
 set -euo pipefail
 app=""
 pem=""
@@ -29,11 +30,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$app" ] || usage
-case "$source_name" in graph | exchange | all) ;; *) usage ;; esac
+case "$source_name" in graph | exchange | feed | all) ;; *) usage ;; esac
+wants() { [ "$source_name" = "$1" ] || [ "$source_name" = all ]; }
 [ -z "$pem" ] || [ -f "$pem" ] || { echo "tenant-setup: no certificate file $pem" >&2; exit 2; }
 
 GRAPH_API=00000003-0000-0000-c000-000000000000
 EXCHANGE_API=00000002-0000-0ff1-ce00-000000000000
+MANAGEMENT_API=c5393580-f805-4401-95e8-94b7a6ef2fc2  # Office 365 Management APIs
 die() { echo "tenant-setup: $*" >&2; exit 1; }
 left=()
 
@@ -150,11 +153,12 @@ grant() {  # grant <api app id> <role value> <api name>
     die "granting $value failed: $(first_line "$AZ_ERR")"
   fi
 }
-if [ "$source_name" != exchange ]; then grant "$GRAPH_API" AuditLogsQuery.Read.All "Microsoft Graph"; fi
-if [ "$source_name" != graph ]; then grant "$EXCHANGE_API" Exchange.ManageAsApp "Office 365 Exchange Online"; fi
+if wants graph; then grant "$GRAPH_API" AuditLogsQuery.Read.All "Microsoft Graph"; fi
+if wants exchange; then grant "$EXCHANGE_API" Exchange.ManageAsApp "Office 365 Exchange Online"; fi
+if wants feed; then grant "$MANAGEMENT_API" ActivityFeed.Read "Office 365 Management APIs"; fi
 
 # 5. the Exchange role
-if [ "$source_name" != graph ]; then
+if wants exchange; then
   cat <<EXO
   Exchange role (not made by this script): in Exchange Online PowerShell (Connect-ExchangeOnline), as an Exchange
   administrator, register the service principal and give it View-Only Audit Logs:
@@ -165,7 +169,7 @@ EXO
 fi
 
 if [ ${#left[@]} -eq 0 ]; then
-  [ "$source_name" = graph ] || echo "Then the Exchange role above, by an Exchange administrator."
+  if wants exchange; then echo "Then the Exchange role above, by an Exchange administrator."; fi
   echo "Done. Check it with doctor (docs/doctor.md): .../api/doctor?tenantId=$tenant&source=$source_name"
   exit 0
 fi

@@ -177,6 +177,16 @@ class ChunkSummary:
     rows, the closing call's rows against the ResultSize asked (``shared.audit.exchange_evidence.entry``)."""
     exchange: JsonDict | None = None
     """Exchange: the chunk's call tallies (``calls``, ``fullCalls``, ``rows`` of its densest record type)."""
+    backfilled: JsonDict | None = None
+    """A read by one source that replaced a read of the window by another (a follower's search after its feed):
+    ``{"over": <the earlier read's source>, "records": <records this read returned beyond it>}``
+    (``activities.reread.with_late``); kept by later reads of the same source."""
+
+    @property
+    def source(self) -> str | None:
+        """The source whose read the object holds, as its evidence names it (None: a summary without evidence)."""
+        named = [str(e["source"]) for e in self.evidence if e.get("source")]
+        return named[0] if named else None
 
     @property
     def incomplete_reasons(self) -> list[str]:
@@ -188,6 +198,8 @@ class ChunkSummary:
             extra["evidence"] = [dict(e) for e in self.evidence]
         if self.exchange is not None:
             extra["exchange"] = dict(self.exchange)
+        if self.backfilled is not None:
+            extra["backfilled"] = dict(self.backfilled)
         return {
             **extra,
             "chunk": self.chunk.to_json(),
@@ -225,6 +237,7 @@ class ChunkSummary:
             late=int(data.get("late", 0)),
             evidence=tuple(dict(e) for e in data.get("evidence") or ()),
             exchange=dict(data["exchange"]) if isinstance(data.get("exchange"), dict) else None,
+            backfilled=dict(data["backfilled"]) if isinstance(data.get("backfilled"), dict) else None,
         )
 
 

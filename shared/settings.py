@@ -157,6 +157,14 @@ class Settings:
     (``http_api.follow_purge``, on the timer ``follow_passes_purge``)."""
     follow_purge_after_hours: float = 0.0
     """How long a finished pass is kept after its day turned final (and after it ended) before it is purged."""
+    follow_feed: bool = False
+    """What a follow request without ``feed`` asks: read its windows from the Management Activity API where the app
+    has its permission and the feed covers them, by its search source otherwise (``shared.follow.plan``)."""
+    follow_reconcile_hours: float = 24.0
+    """A follower reading the feed reads one window again by search this often, after the feed's last read of it,
+    and keeps what the feed missed (0: never)."""
+    follow_reconcile_source: str = ""
+    """The search source of that reconcile ("": the follower's own source)."""
     settle_default: bool = False
     """What a collection request without ``settle`` asks: read the provisional windows again, by itself, once their
     late-arrival band has passed (``orchestrators.settle``)."""
@@ -337,6 +345,11 @@ class Settings:
             follow_purge_after_hours=reader.number(
                 "COLLECTOR_FOLLOW_PURGE_AFTER_HOURS", d.follow_purge_after_hours, float, 0, 8760
             ),
+            follow_feed=reader.flag("COLLECTOR_FOLLOW_FEED", d.follow_feed),
+            follow_reconcile_hours=reader.number(
+                "COLLECTOR_FOLLOW_RECONCILE_HOURS", d.follow_reconcile_hours, float, 0, 8760
+            ),
+            follow_reconcile_source=reader.text("COLLECTOR_FOLLOW_RECONCILE_SOURCE", d.follow_reconcile_source),
             fast_sdk_timestamps=reader.flag("COLLECTOR_FAST_SDK_TIMESTAMPS", d.fast_sdk_timestamps),
             budget_exchange=reader.number("COLLECTOR_BUDGET_EXCHANGE", d.budget_exchange, int, 0, 1000),
             exchange_target_fraction=reader.number(

@@ -200,6 +200,7 @@ def entry(
     extra: dict[str, Any] = {"answers": dict(answers)} if answers else {}
     return {
         **extra,
+        "source": "exchange",
         "highCompleteness": high_completeness,
         "recordType": record_type,
         "sessions": sessions,

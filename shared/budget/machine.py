@@ -32,7 +32,10 @@ Rules:
   tenant's Graph query submissions over a rolling 24 hours (``shared.budget.quota``), once per number. When the
   collector's allowance (``Limits.quota``: the tenant's quota less the reserve left to other tools) is spent, it is
   refused (``quotaUntil``: when the oldest submission leaves the window) instead of granted or queued: its slot and its
-  queue place are given back, since it may wait for hours. Every answer says what is left (``quota``).
+  queue place are given back, since it may wait for hours. Every answer says what is left (``quota``). An ``acquire``
+  may ask for several credits at once (``credits``: it gets as many as are left, at least one, once per number), and
+  a closing ``release_collection`` gives back those its run did not spend (``refund``, once: a run closed before
+  gives nothing back).
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ class Lease:
     credited: int = 0
     """The submission number whose quota credit was taken with this lease (0: none): an ``acquire`` re-sent with the
     same number takes no second credit."""
+    credits: int = 1
+    """How many credits that submission number took (an ``acquire`` may ask for a few at once)."""
 
 
 @dataclass(slots=True)
@@ -207,9 +212,12 @@ class Budget:
             holders = [*self.state.leases, *(w.holder for w in self.state.waiters)]
             mine = [h for h in holders if collection_of(h) == request.collection]
             count = sum(self._release(h) for h in mine)
+            answer: JsonDict = {"released": count}
             if request.close:
+                if request.refund and not self.is_closed(request.token):
+                    answer["refunded"] = self.state.submissions.refund(request.refund)
                 self._close(request.token)
-            return {"released": count, **self._counts(capacity)}
+            return {**answer, **self._counts(capacity)}
         return self.snapshot(capacity)
 
     # --- queries ---------------------------------------------------------------------------------------------
@@ -294,7 +302,7 @@ class Budget:
         not for a slot); the credit is taken when the slot is granted, once per submission number."""
         held = self.state.leases.get(request.holder)
         if held is not None and held.credited == request.submit:  # its credit was taken: a re-sent acquire
-            return {**self._acquire(request, now, capacity), "credit": request.submit}
+            return {**self._acquire(request, now, capacity), "credit": request.submit, "credits": held.credits}
         until = self.state.submissions.free_at(now, quota)
         if until is not None:
             self._release(request.holder)
@@ -303,11 +311,14 @@ class Budget:
                     **self._counts(capacity)}  # fmt: skip
         answer = self._acquire(request, now, capacity)
         if answer["granted"]:
-            self.state.submissions.take(now)
+            taken = max(1, min(request.credits, quota - self.state.submissions.used(now)))
+            for _ in range(taken):
+                self.state.submissions.take(now)
             answer["credit"] = request.submit
+            answer["credits"] = taken
             lease = self.state.leases.get(request.holder)
             if lease is not None:
-                lease.credited = request.submit
+                lease.credited, lease.credits = request.submit, taken
         return answer
 
     def _refusal(self, holder: str) -> str | None:
@@ -371,7 +382,8 @@ class Budget:
 
 def _lease_of(data: JsonDict) -> Lease:
     holder, grant, credited = str(data["holder"]), int(data["grant"]), int(data.get("credited") or 0)
-    return Lease(holder, parse_iso(data["since"]), parse_iso(data["until"]), grant, credited)
+    credits = int(data.get("credits") or 1)
+    return Lease(holder, parse_iso(data["since"]), parse_iso(data["until"]), grant, credited, credits)
 
 
 def _lease_json(lease: Lease) -> JsonDict:
@@ -379,6 +391,8 @@ def _lease_json(lease: Lease) -> JsonDict:
     data["grant"] = lease.grant
     if lease.credited:
         data["credited"] = lease.credited
+    if lease.credits != 1:
+        data["credits"] = lease.credits
     return data
 
 

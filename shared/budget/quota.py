@@ -64,6 +64,19 @@ class SubmissionLog:
         else:
             self.buckets.append([epoch, 1])
 
+    def refund(self, count: int) -> int:
+        """Give back ``count`` submissions taken and never made (a run's unspent credits), newest first; returns how
+        many were given back (never more than the window holds)."""
+        given = 0
+        while count > given and self.buckets:
+            take = min(count - given, self.buckets[-1][1])
+            given += take
+            if take == self.buckets[-1][1]:
+                self.buckets.pop()
+            else:
+                self.buckets[-1] = [self.buckets[-1][0], self.buckets[-1][1] - take]
+        return given
+
     def free_at(self, now: datetime, allowed: int) -> datetime | None:
         """When fewer than ``allowed`` submissions are left in the window (None: now already)."""
         used = self.used(now)

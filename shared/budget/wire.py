@@ -33,6 +33,9 @@ MAX_HOLDERS = 1000
 MIN_WAIT_SECONDS = 0.01
 MAX_SUBMISSION = 1_000_000_000
 """The highest submission number an ``acquire`` may carry."""
+MAX_CREDITS = 100
+"""The most submission credits one ``acquire`` may ask for (``credits``), and one ``release_collection`` give back
+(``refund``): a collection keeps a few credits at hand, never a day's worth."""
 SLOT_MARGIN_SECONDS = 10.0
 _TOKEN = re.compile(r"^[0-9a-f]{0,64}$")
 """A token: a run id (32 hex) and an HMAC (32 hex), an HMAC alone, or nothing (no secret)."""
@@ -97,6 +100,13 @@ class BudgetRequest:
     """``acquire``: the number of the Graph query submission this slot is asked for (unique within the collection;
     0: none). Granted, it takes one credit of the tenant's daily submissions, once per number: an ``acquire`` re-sent
     with the same number (after a crash) takes none."""
+    credits: int = 0
+    """``acquire`` with ``submit``: how many credits to take at once (0 or 1: one). The budget takes as many as the
+    tenant has left, at least one, and says how many (``credits``); the collection keeps the others for its next
+    submissions, so a lane that keeps its slot across chunks does not ask the budget before each query."""
+    refund: int = 0
+    """``release_collection`` with ``close``: credits the run took and did not spend, given back to the day's quota
+    (once: a run already closed gives nothing back)."""
 
     @property
     def owner(self) -> str:
@@ -121,7 +131,8 @@ class BudgetRequest:
             close = data.get("close", False)
             if not isinstance(close, bool):
                 raise RequestValidationError("close", "must be true or false")
-            return cls(op, collection=collection, token=token, close=close)
+            refund = _count(data.get("refund", 0), "refund") if close else 0
+            return cls(op, collection=collection, token=token, close=close, refund=refund)
         if op == "renew_collection":
             return cls._renew_collection(data, token)
         holder = data.get("holder")
@@ -135,6 +146,7 @@ class BudgetRequest:
         submit = data.get("submit", 0) if op == "acquire" else 0
         if isinstance(submit, bool) or not isinstance(submit, int) or not 0 <= submit <= MAX_SUBMISSION:
             raise RequestValidationError("submit", f"must be a submission number between 0 and {MAX_SUBMISSION}")
+        credits = _count(data.get("credits", 0), "credits") if submit else 0
         if release and (
             not isinstance(release, str)
             or not _HOLDER.fullmatch(release)
@@ -142,7 +154,14 @@ class BudgetRequest:
         ):
             raise RequestValidationError("release", "must be a holder id of the same collection")
         return cls(
-            op, holder=holder, lease_seconds=lease, wait_seconds=wait, token=token, release=release, submit=submit
+            op,
+            holder=holder,
+            lease_seconds=lease,
+            wait_seconds=wait,
+            token=token,
+            release=release,
+            submit=submit,
+            credits=credits,
         )
 
     @classmethod
@@ -180,6 +199,8 @@ class BudgetRequest:
             }
         elif self.op == "release_collection":
             data = {"collection": self.collection, **({"close": True} if self.close else {})}
+            if self.refund:
+                data["refund"] = self.refund
         elif self.op == "release":
             data = {"holder": self.holder}
         else:
@@ -188,9 +209,17 @@ class BudgetRequest:
                 data["release"] = self.release
             if self.submit:
                 data["submit"] = self.submit
+            if self.credits > 1:
+                data["credits"] = self.credits
         if self.token:
             data["token"] = self.token
         return data
+
+
+def _count(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CREDITS:
+        raise RequestValidationError(field, f"must be a number of credits between 0 and {MAX_CREDITS}")
+    return value
 
 
 def _seconds(value: Any, field: str, low: float, high: float) -> float:
@@ -210,12 +239,17 @@ class BudgetOptions:
     ``quota``: the Graph query submissions the collector may make per rolling 24 hours in the tenant (its daily
     quota less the reserve left to other tools); a lane takes a credit before each submission. 0: no credits are
     asked (Exchange, and an input written before the quota was kept).
+
+    ``keep``: a lane's slot stays with the collection's next chunk while the budget's latest answer (a renewal's, at
+    least every third of a lease) says nobody waits, however long the chunk ran, and Graph credits are taken a few at
+    once (``shared.window.budget``). False for an input written before it (its executions replay as they ran).
     """
 
     capacity: int = 0
     lease_seconds: float = 600.0
     poll_seconds: float = 10.0
     quota: int = 0
+    keep: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -236,7 +270,9 @@ class BudgetOptions:
         """Lanes take a submission credit before each Graph query they submit."""
         return self.enabled and self.quota > 0
 
-    def acquire(self, holder: str, *, token: str = "", release: str = "", submit: int = 0) -> BudgetRequest:
+    def acquire(
+        self, holder: str, *, token: str = "", release: str = "", submit: int = 0, credits: int = 0
+    ) -> BudgetRequest:
         return BudgetRequest(
             "acquire",
             holder,
@@ -245,6 +281,7 @@ class BudgetOptions:
             token=token,
             release=release,
             submit=submit,
+            credits=credits if submit else 0,
         )
 
     def renew(self, holder: str, *, token: str = "") -> BudgetRequest:
@@ -268,6 +305,7 @@ class BudgetOptions:
             "leaseSeconds": self.lease_seconds,
             "pollSeconds": self.poll_seconds,
             "quota": self.quota,
+            **({"keep": True} if self.keep else {}),
         }
 
     @classmethod
@@ -275,5 +313,9 @@ class BudgetOptions:
         if not data:
             return cls()
         return cls(
-            int(data["capacity"]), float(data["leaseSeconds"]), float(data["pollSeconds"]), int(data.get("quota", 0))
+            int(data["capacity"]),
+            float(data["leaseSeconds"]),
+            float(data["pollSeconds"]),
+            int(data.get("quota", 0)),
+            bool(data.get("keep", False)),
         )

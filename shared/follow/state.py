@@ -47,6 +47,54 @@ def day_start(day: date) -> datetime:
 
 
 @dataclass(frozen=True, slots=True)
+class FeedUse:
+    """How a follower reads the feed (the Management Activity API), fixed when it starts: it reads every window the
+    feed can cover there, and the rest by its search source (``FollowSpec.source``)."""
+
+    source: str
+    """The feed source's name (``shared.sources.registry.follow_feed``)."""
+    options: RunOptions
+    """The feed passes' options (its lag, its content types, its tenant budget)."""
+    reach: timedelta
+    """How far back the feed lists content (7 days less a margin): an older window is read by search."""
+    since: datetime | None
+    """When the follower's start found a subscription not enabled and started it: the feed lists nothing published
+    before, so a window that began earlier is read by search (None: every subscription was enabled already)."""
+    why: str
+    """Why the follower reads the feed (what its start found)."""
+    reconcile_every: timedelta | None = None
+    """How often one window the feed read for the last time is read again by search (None: never)."""
+    reconcile_source: str = ""
+    reconcile_options: RunOptions | None = None
+
+    def to_json(self) -> JsonDict:
+        return {
+            "source": self.source,
+            "options": self.options.to_json(),
+            "reachSeconds": self.reach.total_seconds(),
+            "since": iso(self.since) if self.since else None,
+            "why": self.why,
+            "reconcileEverySeconds": self.reconcile_every.total_seconds() if self.reconcile_every else None,
+            "reconcileSource": self.reconcile_source,
+            "reconcileOptions": self.reconcile_options.to_json() if self.reconcile_options else None,
+        }
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> FeedUse:
+        since, every, options = data.get("since"), data.get("reconcileEverySeconds"), data.get("reconcileOptions")
+        return cls(
+            source=str(data["source"]),
+            options=RunOptions.from_json(data.get("options") or {}),
+            reach=timedelta(seconds=float(data["reachSeconds"])),
+            since=parse_iso(since) if isinstance(since, str) else None,
+            why=str(data.get("why") or ""),
+            reconcile_every=timedelta(seconds=float(every)) if every else None,
+            reconcile_source=str(data.get("reconcileSource") or ""),
+            reconcile_options=RunOptions.from_json(options) if isinstance(options, dict) else None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class FollowSpec:
     """What to follow and how; fixed when the follower starts."""
 
@@ -66,11 +114,42 @@ class FollowSpec:
     """A window is read first once it closed this long ago (the service's usual delay)."""
     tenant_guid: str | None = None
     """The tenant's GUID (resolved by the follows API): its passes' budget is keyed by it, as a collection's is."""
+    feed: FeedUse | None = None
+    """The feed it reads where it can (None: it reads every window by search, ``reads_why`` says why)."""
+    reads_why: str = ""
+
+    def options_of(self, source: str) -> RunOptions:
+        """The options of a pass of ``source`` (its search source's, the feed's, or the reconcile's)."""
+        if self.feed is not None and source == self.feed.source:
+            return self.feed.options
+        if self.feed is not None and source == self.feed.reconcile_source and self.feed.reconcile_options:
+            return self.feed.reconcile_options
+        return self.options
+
+    def reads(self) -> JsonDict:
+        """Which source it reads its windows from and why (its status's ``reads``)."""
+        if self.feed is None:
+            return {"source": self.source, "search": self.source, "why": self.reads_why or "feed not asked"}
+        every = self.feed.reconcile_every
+        return {
+            "source": self.feed.source,
+            "search": self.source,
+            "why": self.feed.why,
+            "feedSince": iso(self.feed.since) if self.feed.since else None,
+            "feedReachDays": self.feed.reach.total_seconds() / 86400,
+            "reconcile": {"everyHours": every.total_seconds() / 3600, "source": self.feed.reconcile_source}
+            if every
+            else None,
+        }
 
     def to_json(self) -> JsonDict:
         guid = {"tenantGuid": self.tenant_guid} if self.tenant_guid else {}
+        feed = {"feed": self.feed.to_json()} if self.feed is not None else {}
+        why = {"readsWhy": self.reads_why} if self.reads_why else {}
         return {
             **guid,
+            **feed,
+            **why,
             "followId": self.follow_id,
             "tenantId": self.tenant_id,
             "source": self.source,
@@ -95,6 +174,8 @@ class FollowSpec:
             every=timedelta(seconds=float(data["everySeconds"])),
             delay=timedelta(seconds=float(data["delaySeconds"])),
             tenant_guid=data.get("tenantGuid"),
+            feed=FeedUse.from_json(data["feed"]) if isinstance(data.get("feed"), dict) else None,
+            reads_why=str(data.get("readsWhy") or ""),
         )
 
 
@@ -149,9 +230,29 @@ class FollowState:
     cycles: int = 0
     next_wake: datetime | None = None
     stopped: bool = False
+    backfill: list[Chunk] = field(default_factory=list)
+    """Windows the feed read but could not prove whole (a subscription it started, content expired, the look-back
+    cut): read by search from then on, until their day is final."""
+    sampled: dict[str, list[Chunk]] = field(default_factory=dict)
+    """Per day (ISO date) not final yet, the windows the reconcile read again by search after the feed's last read."""
+    backfill_due: list[Chunk] = field(default_factory=list)
+    """Of ``backfill``, the windows search has not read yet (the next cycle does)."""
+    reconciled_at: datetime | None = None
+    """When the reconcile last sampled a window."""
+    reconciles: int = 0
 
     def to_json(self) -> JsonDict:
+        extra: JsonDict = {}
+        if self.backfill or self.sampled or self.reconciles:
+            extra = {
+                "backfill": [c.to_json() for c in self.backfill],
+                "backfillDue": [c.to_json() for c in self.backfill_due],
+                "sampled": {day: [c.to_json() for c in chunks] for day, chunks in self.sampled.items()},
+                "reconciledAt": iso(self.reconciled_at) if self.reconciled_at else None,
+                "reconciles": self.reconciles,
+            }
         return {
+            **extra,
             "coveredUntil": iso(self.covered_until),
             "provisional": [c.to_json() for c in self.provisional],
             "failures": [f.to_json() for f in self.failures],
@@ -176,4 +277,9 @@ class FollowState:
             cycles=int(data.get("cycles", 0)),
             next_wake=parse_iso(wake) if isinstance(wake, str) else None,
             stopped=bool(data.get("stopped", False)),
+            backfill=[Chunk.from_json(c) for c in data.get("backfill") or ()],
+            backfill_due=[Chunk.from_json(c) for c in data.get("backfillDue") or ()],
+            sampled={str(d): [Chunk.from_json(c) for c in cs] for d, cs in (data.get("sampled") or {}).items()},
+            reconciled_at=parse_iso(data["reconciledAt"]) if isinstance(data.get("reconciledAt"), str) else None,
+            reconciles=int(data.get("reconciles", 0)),
         )

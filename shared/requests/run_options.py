@@ -9,6 +9,13 @@ from shared.budget.wire import BudgetOptions
 from shared.models import JsonDict
 from shared.settings import Settings
 
+WINDOW_VERSION = 1
+"""The shape of the window's decisions a collection started now takes (``RunOptions.window_version``)."""
+
+TRANSITIONS_PER_EXECUTION = 100
+"""Completions one execution handles before it continues as new (``RunOptions.transitions_per_execution``): about 4-5
+history events each, so a history stays under about 500 events whatever the chunks' latency."""
+
 POLL_LEAD = 0.9
 """The first status check of a query comes at this fraction of the expected running time ("a little before it")."""
 
@@ -51,6 +58,14 @@ class RunOptions:
     (``shared.sources.exchange.sizing``); 0 = no sizing (also what an input written before it existed reads as)."""
     exchange_target_records_continuing: int = 0
     """The same, once the service's sessions are known to continue (a fraction of the session cap)."""
+    transitions_per_execution: int = 0
+    """Completions (timers, results, budget answers) after which an execution continues as new even before it
+    started ``chunks_per_execution`` chunks (0: no such bound, what an input written before issue 28 reads as)."""
+    window_version: int = 0
+    """The shape of the window's decisions, fixed when the collection starts so that its running executions replay
+    as they ran: 0 (an input written before issue 28): a lane's budget slot is handed on only by chunks shorter than a
+    poll, and each Graph submission asks the budget for its credit; 1: slots are kept across chunks while nobody
+    waits and credits are taken a few at once (``BudgetOptions.keep``)."""
     source_options: JsonDict = field(default_factory=dict)
     """What the collection's source fixed when it started, in its own words (``shared.sources``: a source added later
     keeps its knobs here rather than in new fields). Left out of the JSON when empty, so the inputs of the sources
@@ -59,7 +74,11 @@ class RunOptions:
     @property
     def budget(self) -> BudgetOptions:
         return BudgetOptions(
-            self.budget_capacity, self.budget_lease_seconds, self.budget_poll_seconds, self.budget_quota
+            self.budget_capacity,
+            self.budget_lease_seconds,
+            self.budget_poll_seconds,
+            self.budget_quota,
+            keep=self.window_version >= 1,
         )
 
     @classmethod
@@ -88,6 +107,8 @@ class RunOptions:
             budget_poll_seconds=budget.poll_seconds,
             budget_quota=budget.quota,
             retention_days=settings.retention_days,
+            window_version=WINDOW_VERSION,
+            transitions_per_execution=TRANSITIONS_PER_EXECUTION,
             exchange_target_records=round(
                 settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)
             ),

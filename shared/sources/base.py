@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from shared.budget.wire import BudgetOptions
@@ -40,6 +40,16 @@ class SourcePlan:
 
     fields: JsonDict = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FollowAccess:
+    """What a follower's start found of a feed: whether it reads it, why, and (when the start had to start a
+    subscription) from when on it lists content."""
+
+    usable: bool
+    why: str
+    since: datetime | None = None
 
 
 class Source(Protocol):
@@ -107,6 +117,19 @@ class Source(Protocol):
         """Its manifest fields from the finalize activity's input."""
         ...
 
+    @property
+    def follower_feed(self) -> bool:
+        """A follower reads its windows from this source where it can, by its search source the rest (the feed)."""
+        ...
+
+    def follow_reach(self) -> timedelta | None:
+        """How far back a follower's read of a window may lie (None: as far as the retention)."""
+        ...
+
+    def follow_access(self, settings: Settings, tenant_id: str) -> FollowAccess:
+        """Whether a follower starting now may read this source in ``tenant_id`` (I/O: asks the service)."""
+        ...
+
 
 class SourceDefaults:
     """What a source that does not say otherwise does: any tenant form, any look-back, every filter, every cloud, no
@@ -114,6 +137,7 @@ class SourceDefaults:
 
     name = ""
     high_completeness = False
+    follower_feed = False
 
     def check_range(self, start: datetime, now: datetime, settings: Settings) -> None:
         return None
@@ -159,3 +183,9 @@ class SourceDefaults:
 
     def manifest(self, payload: JsonDict) -> JsonDict:
         return {}
+
+    def follow_reach(self) -> timedelta | None:
+        return None
+
+    def follow_access(self, settings: Settings, tenant_id: str) -> FollowAccess:
+        return FollowAccess(True, f"{self.name} needs no check")

@@ -40,6 +40,11 @@ def source(name: str) -> Source:
     return found
 
 
+def follower_feed() -> Source | None:
+    """The source a follower reads its windows from where it can (``Source.follower_feed``), if any."""
+    return next((each for each in SOURCES.values() if each.follower_feed), None)
+
+
 def window_for(
     spec: CollectionSpec, carried: Carried | None = None, *, now: datetime = EPOCH, budget_token: str = ""
 ) -> CollectionWindow:

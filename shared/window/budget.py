@@ -26,6 +26,12 @@ the window (``BudgetHost``): the lane transitions, and the source's lanes for wh
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
 * Every operation carries the collection's token (``shared.budget.token``) from the orchestration input.
+* **Kept across chunks** (``BudgetOptions.keep``, collections started since issue 28). A slot is handed on
+  however long its chunk ran, while the budget's latest answer (a renewal's at least every third of a lease) says
+  nobody waits; the first answer that says someone waits sends the next ended slot back through the budget (folded
+  into the next chunk's ``acquire``, which queues behind the waiter), so collections of one tenant share the slots
+  and none is starved. Graph credits come a few at once (``CREDIT_BATCH``), kept in ``Carried.credits`` and spent by
+  the next submissions without a call; the run's unspent ones go back with its closing ``release_collection``.
 * **The tenant's daily Graph quota.** Before every query it submits (its first, and any again: a phase its source's
   ``SourceLanes.submits`` names, Graph's submit; the budget keeps a quota only for a source with one) a lane takes a
   submission credit with the ``acquire`` that gives it its slot (``submit``: a number unique in the collection, so a
@@ -64,6 +70,11 @@ from shared.window.state import (
     Wait,
     later,
 )
+
+CREDIT_BATCH = 8
+"""``BudgetOptions.keep``: the most daily-quota credits a collection takes with one ``acquire`` (no more than it has
+chunks left to start, plus the lane's own): a lane that keeps its slot then submits its next queries without asking
+the budget. What the run did not spend goes back when it ends."""
 
 QUOTA_WAIT = "waiting for the tenant's daily Graph quota"
 """The budget state while a lane waits for the quota (followed by " until <time>")."""
@@ -143,6 +154,8 @@ class LaneBudget:
         """A new lane's first step: the slot of a lane that just ended when nobody waits for it, else ``acquire``
         (with that slot's release folded in)."""
         spare = self.spares.pop(0) if self.spares else None
+        if self.wants_credit(lane):
+            self.kept_credit(lane)
         if spare is not None and self._may_hand_on(spare) and not self.wants_credit(lane):
             lane.slot, lane.holds_slot = spare, True
             spare.since = self.window.now
@@ -155,15 +168,19 @@ class LaneBudget:
         the slot for at most a poll. A waiter that queued since that answer is therefore passed over only by chunks
         that end within about a poll, and is served at most about two polls later than if every slot went back
         through the budget (it asks again only every poll anyway); chunks longer than a poll never hand on."""
+        if self.options.keep:  # however long the chunk ran: a waiter is seen at the next renewal at the latest
+            return self._nobody_waits()
         poll = timedelta(seconds=self.options.poll_seconds)
         short = spare.since is not None and self.window.now - spare.since <= poll
         return short and self._nobody_waits()
 
     def _nobody_waits(self) -> bool:
-        """The entity's latest answer is younger than a poll and said nobody (of any collection) waits."""
+        """The entity's latest answer is recent and said nobody (of any collection) waits: younger than a poll, or
+        with ``keep`` younger than a renewal period and a poll (the renewal answers at least that often)."""
         state = self.window.state
         seen = state.budget_seen_at
-        fresh = seen is not None and self.window.now - seen <= timedelta(seconds=self.options.poll_seconds)
+        horizon = self.options.poll_seconds + (self.options.renew_seconds if self.options.keep else 0.0)
+        fresh = seen is not None and self.window.now - seen <= timedelta(seconds=horizon)
         return fresh and state.budget_waiting == 0 and self.queued() is None
 
     def uses_slot(self, lane: Lane) -> bool:
@@ -201,6 +218,24 @@ class LaneBudget:
     def needs_credit(self, lane: Lane) -> bool:
         """The lane is about to submit a query without a quota credit (its first, or a submission again)."""
         return self.options.keeps_quota and self.window.source.submits(lane.phase) and not lane.credited
+
+    def kept_credit(self, lane: Lane) -> bool:
+        """``keep``: the lane's submission spends a credit the collection took earlier (no entity call)."""
+        state = self.window.state
+        if not self.options.keep or state.credits <= 0:
+            return False
+        state.credits -= 1
+        lane.credited = True
+        return True
+
+    def _credits_wanted(self) -> int:
+        """How many credits an ``acquire`` asks for: with ``keep``, the lane's own and one per chunk still to start,
+        at most ``CREDIT_BATCH``; otherwise one."""
+        if not self.options.keep:
+            return 0
+        state = self.window.state
+        unstarted = max(0, self.window.spec.planned - state.cursor) + len(state.requeued)
+        return min(CREDIT_BATCH, 1 + unstarted)
 
     def ask_credit(self, lane: Lane) -> CallEntity:
         """A credit (and the slot, renewed when held) in one ``acquire`` before the lane submits."""
@@ -244,6 +279,9 @@ class LaneBudget:
             # its credit: the entity says so, or keeps no quota (it then counts nothing, and the lane must not ask
             # again for ever); an acquire that carried no submission takes none
             credit = answer.get("credit") == lane.submission or "quota" not in answer
+            taken = answer.get("credits")
+            if self.options.keep and lane.submission > 0 and credit and not lane.credited and isinstance(taken, int):
+                window.state.credits += max(0, taken - 1)  # the others are kept for the next submissions
             lane.credited = lane.credited or (lane.submission > 0 and credit)
             until = answer.get("leaseUntil")
             grant = answer.get("grant")
@@ -308,6 +346,9 @@ class LaneBudget:
     def give_back(self, lane: Lane) -> list[Step]:
         """A lane ended: a slot it holds is kept for the collection's next chunk (``fill`` settles it); a queue
         place, a slot of a doomed collection, or a slot whose deadline passed is given back at once."""
+        if self.options.keep and lane.credited:  # a credit it did not spend stays with the collection
+            self.window.state.credits += 1
+            lane.credited = False
         if lane.holds_slot and lane.slot is not None and self.window.state.doomed is None:
             self.spares.append(lane.slot)
             lane.holds_slot = False
@@ -401,7 +442,10 @@ class LaneBudget:
             self.window.state.submissions += 1
             lane.submission = self.window.state.submissions
         submit = lane.submission if wants_credit else 0
-        request = self.options.acquire(self._holder(lane), token=self.token, release=released, submit=submit)
+        credits = self._credits_wanted() if wants_credit else 0
+        request = self.options.acquire(
+            self._holder(lane), token=self.token, release=released, submit=submit, credits=credits
+        )
         return CallEntity(lane.id, "acquire", request.to_json())
 
     def status(self) -> JsonDict | None:
@@ -433,6 +477,8 @@ class LaneBudget:
                 "waits": state.quota_waits,
                 "submissions": state.submissions,
             }
+            if self.options.keep:
+                status["quota"]["kept"] = state.credits
         return status
 
 

@@ -77,6 +77,8 @@ class CollectionWindow:
         self.source = source
         self.lanes: dict[int, Lane] = {}
         self.started_this_execution = 0
+        self.transitions = 0
+        """Completions this execution handled (timers, results, answers): a bound on its history's length."""
         self.now = now
         """The orchestration's ``current_utc_datetime``; the orchestrator sets it before each transition."""
         self._last_call_seconds: float | None = None
@@ -112,7 +114,11 @@ class CollectionWindow:
 
     @property
     def budget_spent(self) -> bool:
-        return self.started_this_execution >= self.options.chunks_per_execution
+        """This execution started its chunks, or (window version 1) handled ``transitions_per_execution`` completions:
+        at realistic latency a Graph chunk is about 25 of them (its status checks), so the chunk count alone let a
+        history grow to thousands of events, every episode replaying them all."""
+        bound = self.options.transitions_per_execution
+        return self.started_this_execution >= self.options.chunks_per_execution or 0 < bound <= self.transitions
 
     def may_start(self) -> bool:
         return self.state.doomed is None and self.has_pending() and not self.budget_spent
@@ -210,6 +216,7 @@ class CollectionWindow:
 
     def on_timer(self, lane_id: int) -> list[Step]:
         """A lane's poll or back-off timer fired: issue its current step again (or the collection's renewal)."""
+        self.transitions += 1
         if lane_id == RENEW:
             return self.budget.renew()
         lane = self.lanes[lane_id]
@@ -219,10 +226,12 @@ class CollectionWindow:
 
     def on_budget(self, lane_id: int, answer: JsonDict | None) -> list[Step]:
         """The tenant budget answered a lane's ``acquire`` (or the collection's renewal); ``None``: the call failed."""
+        self.transitions += 1
         return self.budget.on_budget(lane_id, answer)
 
     def on_result(self, lane_id: int, result: ActivityResult) -> list[Step]:
         """A lane's activity finished; returns that lane's next step, or ``[]`` when the lane is done or parked."""
+        self.transitions += 1
         lane = self.lanes[lane_id]
         due, lane.due = lane.due, None
         self.source.learn(lane, result)
@@ -343,7 +352,8 @@ class CollectionWindow:
         """The lane's next call: the budget's when it must ask for a slot, else its source's activity."""
         if lane.phase == BUDGET:
             return self.budget.acquire(lane)
-        if self.budget.needs_credit(lane):  # a query is submitted only with a credit of the tenant's daily quota
+        if self.budget.needs_credit(lane) and not self.budget.kept_credit(lane):
+            # a query is submitted only with a credit of the tenant's daily quota (one the collection kept, or asked)
             return self.budget.ask_credit(lane)
         if self.budget.needs_slot(lane):  # its slot is gone or its deadline passed: ask again before calling
             return self.budget.ask_again(lane)

@@ -243,6 +243,7 @@ _CARRIED_KEYS = frozenset(
         "submissions",
         "quotaWaits",
         "budgetQuota",
+        "credits",
     }
 )
 
@@ -299,6 +300,9 @@ class Carried:
     each is unique)."""
     quota_waits: int = 0
     """Times a lane was told to wait for the tenant's daily Graph quota."""
+    credits: int = 0
+    """Submission credits of the tenant's daily quota the collection took and has not spent yet (``BudgetOptions.keep``:
+    taken a few at once; the unspent ones go back when the run ends)."""
     budget_quota: JsonDict | None = None
     """The tenant's daily Graph quota as the budget's latest answer said it (allowed, used, left, until)."""
     sections: JsonDict = field(default_factory=_fresh_sections)
@@ -333,6 +337,7 @@ class Carried:
             "submissions": self.submissions,
             "quotaWaits": self.quota_waits,
             "budgetQuota": dict(self.budget_quota) if self.budget_quota else None,
+            **({"credits": self.credits} if self.credits else {}),
         }
 
     @classmethod
@@ -366,6 +371,7 @@ class Carried:
             submissions=int(data.get("submissions", 0)),
             quota_waits=int(data.get("quotaWaits", 0)),
             budget_quota=dict(data["budgetQuota"]) if data.get("budgetQuota") else None,
+            credits=int(data.get("credits", 0)),
             sections=sections,
         )
 

@@ -31,7 +31,7 @@ from durable_local.model import (
 from durable_local.replay.api import EpisodeInput, EpisodeResult
 from durable_local.replay.episode import run_episode
 from shared import names
-from shared.budget.machine import Budget
+from shared.budget.machine import Budget, Limits
 from shared.budget.slot_deadline import activity_clock
 from shared.budget.wire import BudgetRequest
 from shared.requests import admission
@@ -67,6 +67,7 @@ class ReplayDriver:
         seed: int = 0,
         mode: SchedulingMode = SchedulingMode.SHIM,
         budget_capacity: int = 0,
+        budget_quota: int = 0,
         secret: str = "",
     ) -> None:
         admitting: dict[str, Activity] = {  # the real admission activities' bodies, under ``secret`` ("" = none)
@@ -80,6 +81,7 @@ class ReplayDriver:
         )
         self.budget = Budget()
         self.budget_capacity = budget_capacity
+        self.limits = Limits(budget_capacity, quota=budget_quota) if budget_quota else budget_capacity
         self.entity_operations: list[str] = []
         self.entity_requests: list[BudgetRequest] = []
         self.entity_targets: set[str] = set()
@@ -154,7 +156,7 @@ class ReplayDriver:
         operation = str(request.operation)
         self.entity_operations.append(operation)
         self.entity_requests.append(BudgetRequest.parse(operation, data))
-        answer = self.budget.handle(self.entity_requests[-1], self.now, self.budget_capacity)
+        answer = self.budget.handle(self.entity_requests[-1], self.now, self.limits)
         if not request.is_signal:
             text = ResponseMessage(json.dumps(answer)).to_text()
             event = event_raised(timestamp=self.now, name=request.id, input=text)

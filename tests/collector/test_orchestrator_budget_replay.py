@@ -14,6 +14,7 @@ import pytest
 
 from durable_local.history import event_type
 from durable_local.model import EventType, RuntimeStatus
+from shared.requests.run_options import WINDOW_VERSION
 from shared.sinks.memory import MemorySink
 from tests.collector.fakes import FakeQueryApi, FakeSearchApi, synthetic
 from tests.collector.replay_driver import ReplayDriver, orchestrator_handle
@@ -94,3 +95,38 @@ def test_the_budget_is_the_tenant_guids_and_an_input_without_one_keeps_the_spell
     driver.start(start)
     assert driver.run().status is RuntimeStatus.COMPLETED
     assert driver.entity_targets == {f"@tenant_budget@{guid or TENANT}:exchange"}
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_kept_slots_and_credits_hold_k_under_the_shim_and_the_unspent_credits_go_back(seed: int) -> None:
+    """Window version 1 (issue 28): slots kept across chunks, credits taken a few at once, executions bounded by
+    their completions too. Under the extension's sequential shim the lanes stay as busy as version 0's, every record
+    is collected once, every slot comes back and the daily quota counts exactly one credit per query (the unspent
+    ones were refunded); far fewer grants and episodes."""
+    n, k = 16, 3
+    runs = {}
+    for version in (0, WINDOW_VERSION):
+        records = synthetic(START, n, 30)
+        sink = MemorySink()
+        driver = ReplayDriver(
+            orchestrator_handle(),
+            graph_activities(FakeQueryApi(records, limit=1000), sink),
+            seed=seed,
+            budget_capacity=k,
+            budget_quota=150,
+        )
+        bound = 12 if version else 0
+        options = budget(k, budget_quota=150, window_version=version, transitions_per_execution=bound)
+        driver.start(payload("graph", n, k, **options))
+        assert driver.run().status is RuntimeStatus.COMPLETED
+        assert max(driver.activities_in_flight) <= k
+        assert sorted(collected_ids(sink)) == sorted(r["id"] for r in records)
+        state = driver.budget.state
+        assert (state.leases, state.waiters) == ({}, [])
+        assert state.submissions.used(driver.now) == n  # one credit per query: the unspent ones were given back
+        runs[version] = driver
+    old, new = runs[0], runs[WINDOW_VERSION]
+    assert new.executions > 2 and old.executions == 1
+    assert head_mean(new.activities_in_flight, n, k) >= 0.9 * head_mean(old.activities_in_flight, n, k)
+    assert old.budget.state.granted == n and new.budget.state.granted <= k + 1
+    assert new.entity_operations.count("acquire") < old.entity_operations.count("acquire") / 2

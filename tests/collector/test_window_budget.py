@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared import names
-from shared.budget.machine import Budget
+from shared.budget.machine import Budget, Limits
 from shared.budget.wire import BudgetRequest
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary, JsonDict, iso
 from shared.sources.registry import window_for
@@ -85,7 +85,7 @@ def grant(number: int = 1, until: float = LEASE, **counts: int) -> JsonDict:
     return {"granted": True, "grant": number, "leaseUntil": iso(T0 + timedelta(seconds=until)), **counts}
 
 
-def entity(budget: Budget, now: datetime, capacity: int, operation: str, data: JsonDict) -> JsonDict:
+def entity(budget: Budget, now: datetime, capacity: Limits | int, operation: str, data: JsonDict) -> JsonDict:
     """What ``orchestrators.budget_entity`` does with one operation (parse, handle), minus the storage."""
     return budget.handle(BudgetRequest.parse(operation, data), now, capacity)
 
@@ -103,8 +103,10 @@ class Collection:
 class Tenant:
     """Several collections of one tenant, their steps answered in a seeded random order."""
 
-    def __init__(self, specs: list[CollectionSpec], capacity: int, seed: int = 0) -> None:
+    def __init__(self, specs: list[CollectionSpec], capacity: int, seed: int = 0, quota: int = 0) -> None:
         self.capacity = capacity
+        self.limits = Limits(capacity, quota=quota) if quota else capacity
+        """What the entity is given with each operation (with ``quota``: the daily Graph quota too)."""
         self.budget = Budget()
         self.rng = random.Random(seed)
         self.now = T0
@@ -145,7 +147,7 @@ class Tenant:
         """Signals at the head of the collection's outbox reach the entity (a call waits to be answered)."""
         while c.outbox and isinstance(c.outbox[0], SignalEntity):
             signal = c.outbox.pop(0)
-            entity(self.budget, self.now, self.capacity, signal.operation, signal.input)
+            entity(self.budget, self.now, self.limits, signal.operation, signal.input)
 
     def check(self) -> None:
         working = [
@@ -188,7 +190,7 @@ class Tenant:
             elif isinstance(step, CallEntity):
                 assert c.outbox.pop(0) is step
                 self.entity_calls += 1
-                answer = entity(self.budget, self.now, self.capacity, step.operation, step.input)
+                answer = entity(self.budget, self.now, self.limits, step.operation, step.input)
                 new = c.window.on_budget(step.lane, answer)
             else:
                 assert isinstance(step, CallActivity)

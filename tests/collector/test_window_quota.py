@@ -33,6 +33,7 @@ class QuotaTenant(Tenant):
         super().__init__(specs, capacity, seed)
         self.slots = capacity
         self.capacity = Limits(capacity, LEASE, POLL, quota)  # type: ignore[assignment]
+        self.limits = self.capacity
 
     def check(self) -> None:
         assert len(self.budget.state.leases) <= self.slots

@@ -18,7 +18,9 @@ from tests.support.certs import self_signed
 TENANT = "11111111-1111-1111-1111-111111111111"
 APP = "44444444-4444-4444-4444-444444444444"
 GRAPH_API, EXCHANGE_API = "00000003-0000-0000-c000-000000000000", "00000002-0000-0ff1-ce00-000000000000"
+MANAGEMENT_API = "c5393580-f805-4401-95e8-94b7a6ef2fc2"  # Office 365 Management APIs
 GRAPH_ROLE, EXCHANGE_ROLE = "e5a5f8a4-0000-4000-8000-00000000a001", "dc50a0fb-0000-4000-8000-00000000a002"
+FEED_ROLE = "594c1fb6-0000-4000-8000-00000000a003"
 
 World = Callable[[dict[str, Any]], ScriptWorld]
 
@@ -32,6 +34,7 @@ def _state(thumbprint: str, **tenant: Any) -> dict[str, Any]:
             "service_principals": {
                 GRAPH_API: {"id": "graph-sp", "appRoles": [{"value": "AuditLogsQuery.Read.All", "id": GRAPH_ROLE}]},
                 EXCHANGE_API: {"id": "exo-sp", "appRoles": [{"value": "Exchange.ManageAsApp", "id": EXCHANGE_ROLE}]},
+                MANAGEMENT_API: {"id": "o365-sp", "appRoles": [{"value": "ActivityFeed.Read", "id": FEED_ROLE}]},
             },
             **tenant,
         },
@@ -115,3 +118,18 @@ def test_exchange_gets_manage_as_app_and_the_role_commands(
     assert f"New-ServicePrincipal -AppId {APP} -ObjectId collector-sp" in run.stdout
     assert 'New-ManagementRoleAssignment -App collector-sp -Role "View-Only Audit Logs"' in run.stdout
     assert run.calls("ad sp create") == []
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+@pytest.mark.parametrize(("source", "roles"), [("feed", [FEED_ROLE]), ("all", [GRAPH_ROLE, EXCHANGE_ROLE, FEED_ROLE])])
+def test_the_feed_gets_activity_feed_read_alone_or_with_the_others(
+    script_world: World, shell: str, pem: tuple[Path, str], source: str, roles: list[str]
+) -> None:
+    """A follower reads the Management Activity API only with ActivityFeed.Read of the Office 365 Management APIs."""
+    state = _state(pem[1])
+    state["tenant"]["service_principals"][APP] = {"id": "collector-sp", "appRoles": []}
+    run = _setup(script_world(state), shell, pem[0], source=source)
+    assert run.code == 0, run.output
+    granted = [a["appRoleId"] for a in run.state["tenant"]["app_role_assignments"]["collector-sp"]]
+    assert sorted(granted) == sorted(roles)
+    assert ("New-ManagementRoleAssignment" in run.stdout) == (source == "all")  # the Exchange role only with Exchange

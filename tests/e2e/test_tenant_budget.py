@@ -173,7 +173,8 @@ def test_three_collections_and_a_retry_storm_share_the_tenant_budget(
     assert sum(waits) > 0, waits  # they did wait for one another
     # every slot granted was given back by its lane (none expired, none left), never more than B at once
     assert (final["leases"], final["waiters"], final["reclaimed"], final["peak"]) == ([], [], 0, B), final
-    assert final["granted"] == final["released"] == 3 + 3 * 4 + 2, final
+    # a slot serves its collection's next chunks while nobody waits (issue 28): at most one grant per chunk
+    assert final["granted"] == final["released"] <= 3 + 3 * 4 + 2, final
     print(f"3 collections and a retry on one tenant, B = {B}: queries in flight before each release {in_flight}")
     assert len(in_flight) >= 3 * 4 + 2 - B  # a release per chunk that started after the first B, at least
 
@@ -239,7 +240,7 @@ def test_kill_9_of_the_host_while_slots_are_held_loses_or_doubles_no_slot(
     assert emulator.stats.concurrency_429[key] == 0 and emulator.stats.peak_concurrency[key] == 2  # none doubled
     assert final["reclaimed"] == 0  # none lost: every slot held at the crash was renewed or released in time
     assert (final["leases"], final["waiters"], final["peak"]) == ([], [], 2), final
-    assert final["granted"] == final["released"] == 8 and before["granted"] < 8, (before, final)
+    assert final["granted"] == final["released"] <= 8 and before["granted"] <= final["granted"], (before, final)
 
 
 def test_two_spellings_of_one_tenant_share_one_budget(make_emulator: MakeEmulator, tmp_path: Path) -> None:
@@ -256,7 +257,7 @@ def test_two_spellings_of_one_tenant_share_one_budget(make_emulator: MakeEmulato
     assert emulator.stats.concurrency_429[key] == 0, emulator.stats.concurrency_429
     assert emulator.stats.peak_concurrency[key] <= B
     assert all(s["status"] == "Completed" for s in summaries.values()), summaries
-    assert final["peak"] == B and final["granted"] == final["released"] == 12, final  # one budget held all 12
+    assert final["peak"] == B and final["granted"] == final["released"] <= 12, final  # one budget held all 12
     for collection_id, (window, _) in windows.items():
         assert_exact(host, emulator, [collection_id], window)
 

@@ -208,3 +208,19 @@ def test_content_that_does_not_exist_yet_or_ever() -> None:
         assert (not_yet.status_code, error_code(not_yet)) == (400, "AF20050")
         garbled = feed.session.get(newest["contentUri"].rsplit("/", 1)[0] + "/not-a-content-id")
         assert (garbled.status_code, error_code(garbled)) == (400, "AF20052")
+
+
+def test_the_feed_drops_a_share_of_records_that_searches_return_when_the_knob_says_so() -> None:
+    """``drop_fraction``: records no blob ever holds (an outage's "dropped" records), still in the search ground
+    truth; the feed's own ground truth leaves them out."""
+    with everything(feed__drop_fraction=0.3) as feed:
+        for content_type in TYPES:
+            assert feed.start(content_type).status_code == 200
+        window_start, window_end = NOW - 30 * HOUR, NOW - 26 * HOUR
+        found = records_of(feed, TYPES, window_start, NOW)
+        ids = {r["Id"] for r in found if window_start <= parse_time(r["CreationTime"]) < window_end}
+        searched = set(feed.emu.ground_truth_ids(TENANT, window_start, window_end))
+        published = feed.emu.feed.ground_truth_ids(TENANT, window_start, window_end)
+        assert ids == set(published) and ids < searched
+        assert 0.15 < 1 - len(ids) / len(searched) < 0.45, (len(ids), len(searched))
+        assert set(feed.emu.feed.publication_times(TENANT, window_start, window_end)) == ids

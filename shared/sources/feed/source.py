@@ -14,7 +14,8 @@ from shared.requests.collection_spec import CollectionSpec
 from shared.requests.run_options import RunOptions
 from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
-from shared.sources.base import SourceDefaults, SourcePlan
+from shared.sources.base import FollowAccess, SourceDefaults, SourcePlan
+from shared.sources.feed import follow
 from shared.sources.feed.calls import CONTENT_TYPES, LISTING_MARGIN
 from shared.sources.feed.lanes import CONTENT_TYPES_KEY, LAG_SECONDS, SECTION, FeedLanes
 from shared.values import AuditFilters
@@ -43,6 +44,7 @@ class FeedSource(SourceDefaults):
 
     name = "feed"
     status_key = SECTION
+    follower_feed = True
 
     def default_interval_minutes(self, settings: Settings) -> int:
         return DEFAULT_INTERVAL_MINUTES
@@ -100,6 +102,12 @@ class FeedSource(SourceDefaults):
             )
         fields = {"feedContentTypes": list(CONTENT_TYPES), "feedLagHours": settings.feed_lag_hours}
         return SourcePlan(fields, tuple(warnings))
+
+    def follow_reach(self) -> timedelta | None:
+        return follow.REACH
+
+    def follow_access(self, settings: Settings, tenant_id: str) -> FollowAccess:
+        return follow.follow_access(settings, tenant_id)
 
     def manifest(self, payload: JsonDict) -> JsonDict:
         """Which filters each record was checked against (all of them: the feed applies none); what the reads did,
