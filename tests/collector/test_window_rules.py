@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from shared import names
 from shared.audit.error_body import THROTTLED
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
@@ -22,6 +24,9 @@ from tests.collector.test_window_slots import MARGIN, at, granted, queued
 from tests.collector.window_sim import T0, spec, summary_for
 
 LEASE = budget_sim.LEASE
+VERSIONS = pytest.mark.parametrize("version", [0, 1])
+"""Window version 0 (collections started before issue 28) and 1 (slots kept across chunks, credits a few at once,
+executions bounded by completions too): each rule holds in both."""
 
 
 def failed(kind: str, message: str = "boom") -> ActivityResult:
@@ -32,8 +37,12 @@ def calls(steps: list[object]) -> list[CallActivity]:
     return [s for s in steps if isinstance(s, CallActivity)]
 
 
-def test_a_window_that_cannot_be_split_and_still_reports_over_its_cap_fails_instead_of_splitting_again() -> None:
-    window = window_for(spec(1, 1, "exchange", min_split_seconds=1200), now=T0)  # 60 min -> 30 min, no further
+@VERSIONS
+def test_a_window_that_cannot_be_split_and_still_reports_over_its_cap_fails_instead_of_splitting_again(
+    version: int,
+) -> None:
+    # 60 min -> 30 min, no further
+    window = window_for(spec(1, 1, "exchange", min_split_seconds=1200, window_version=version), now=T0)
     (first,) = calls(window.fill())
     assert first.input["allowIncomplete"] is False
     assert window.on_result(0, ActivityResult.split({"limit": 50})) == []
@@ -45,8 +54,9 @@ def test_a_window_that_cannot_be_split_and_still_reports_over_its_cap_fails_inst
     assert [c.label() for c in window.state.requeued] == ["2024-11-17T00:30:00Z/2024-11-17T01:00:00Z"]
 
 
-def test_a_throttled_step_waits_without_spending_an_attempt_up_to_the_limit_then_counts() -> None:
-    window = window_for(spec(1, 1, "exchange", max_attempts=1), now=T0)
+@VERSIONS
+def test_a_throttled_step_waits_without_spending_an_attempt_up_to_the_limit_then_counts(version: int) -> None:
+    window = window_for(spec(1, 1, "exchange", max_attempts=1, window_version=version), now=T0)
     (call,) = calls(window.fill())
     throttled = ActivityResult(False, error=ActivityError("transient", f"{THROTTLED}: busy"))
     for _ in range(THROTTLED_RETRIES):
@@ -59,8 +69,9 @@ def test_a_throttled_step_waits_without_spending_an_attempt_up_to_the_limit_then
     assert window.state.failed == 1 and window.state.failures[0].attempts == 1
 
 
-def test_a_success_clears_the_failed_steps_before_it_and_a_failure_reports_the_chunk_s_tries() -> None:
-    window = window_for(spec(1, 1, "exchange", max_attempts=2), now=T0)
+@VERSIONS
+def test_a_success_clears_the_failed_steps_before_it_and_a_failure_reports_the_chunk_s_tries(version: int) -> None:
+    window = window_for(spec(1, 1, "exchange", max_attempts=2, window_version=version), now=T0)
     (call,) = calls(window.fill())
     assert call.input["attempt"] == 1
     (wait,) = window.on_result(0, failed("transient", "503"))
@@ -80,8 +91,9 @@ def test_a_success_clears_the_failed_steps_before_it_and_a_failure_reports_the_c
     assert window.state.failures[0].attempts == 3 and window.output(None)["failures"][0]["attempts"] == 3
 
 
-def test_an_incomplete_window_says_why_with_the_evidence_that_is_not_complete_only() -> None:
-    window = window_for(spec(1, 1, "exchange"), now=T0)
+@VERSIONS
+def test_an_incomplete_window_says_why_with_the_evidence_that_is_not_complete_only(version: int) -> None:
+    window = window_for(spec(1, 1, "exchange", window_version=version), now=T0)
     (call,) = calls(window.fill())
     evidence = (
         {"recordType": "A", "complete": True, "detail": "closed short"},
@@ -95,8 +107,9 @@ def test_an_incomplete_window_says_why_with_the_evidence_that_is_not_complete_on
     assert [n["reasons"] for n in output["incompleteWindows"]] == [["session cap reached"]]
 
 
-def test_the_percent_counts_failed_chunks_as_decided() -> None:
-    window = window_for(spec(2, 1, "exchange", max_attempts=1), now=T0)
+@VERSIONS
+def test_the_percent_counts_failed_chunks_as_decided(version: int) -> None:
+    window = window_for(spec(2, 1, "exchange", max_attempts=1, window_version=version), now=T0)
     window.fill()
     window.on_result(0, failed("bad_request"))
     assert window.status()["percent"] == 50.0
@@ -110,12 +123,13 @@ def _requeued(n: int) -> list[Chunk]:
     return [Chunk(T0 + timedelta(hours=i), T0 + timedelta(hours=i + 1)) for i in range(n)]
 
 
-def test_a_chunk_given_back_unstarted_waits_first_in_line() -> None:
+@VERSIONS
+def test_a_chunk_given_back_unstarted_waits_first_in_line(version: int) -> None:
     # Three lanes ask at once; the entity queues the first two: one lane per collection waits, the other gives its
     # turn and its chunk back, which goes before every chunk that was waiting already.
     chunks = _requeued(4)
     carried = Carried(cursor=4, requeued=list(chunks))
-    window = window_for(budget_sim.spec(n=4, k=3, b=4, source="graph"), carried, now=at(0))
+    window = window_for(budget_sim.spec(n=4, k=3, b=4, source="graph", window_version=version), carried, now=at(0))
     window.fill()
     window.on_budget(0, granted(1, LEASE, held=1, waiting=0, capacity=4))  # three free: two more lanes ask
     asks = [s for s in window.fill() if isinstance(s, CallEntity) and s.operation == "acquire"]
@@ -128,8 +142,9 @@ def test_a_chunk_given_back_unstarted_waits_first_in_line() -> None:
     assert window.output(None)["remaining"]["requeued"][0] == chunks[2].to_json()
 
 
-def test_a_lane_with_a_query_answered_queued_again_keeps_its_chunk_and_waits() -> None:
-    window = window_for(budget_sim.spec(n=2, k=2, b=2, source="graph"), now=at(0))
+@VERSIONS
+def test_a_lane_with_a_query_answered_queued_again_keeps_its_chunk_and_waits(version: int) -> None:
+    window = window_for(budget_sim.spec(n=2, k=2, b=2, source="graph", window_version=version), now=at(0))
     window.fill()
     window.on_budget(0, granted(1, LEASE, held=1, waiting=0, capacity=2))
     window.fill()
@@ -154,8 +169,9 @@ def test_a_lane_with_a_query_answered_queued_again_keeps_its_chunk_and_waits() -
     assert check.name == names.ACTIVITY_GRAPH_COLLECT and check.input["queryId"] == "q-1"
 
 
-def test_a_lane_granted_another_grant_than_the_one_it_held_lost_its_slot() -> None:
-    window = window_for(budget_sim.spec(b=1, k=1, n=1, m=1000), now=at(0))
+@VERSIONS
+def test_a_lane_granted_another_grant_than_the_one_it_held_lost_its_slot(version: int) -> None:
+    window = window_for(budget_sim.spec(b=1, k=1, n=1, m=1000, window_version=version), now=at(0))
     window.fill()
     window.on_budget(0, granted(7, LEASE))
     window.now = at(LEASE - MARGIN)  # its deadline: the next call asks first

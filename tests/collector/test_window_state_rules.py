@@ -10,6 +10,8 @@ import dataclasses
 import random
 from datetime import timedelta
 
+import pytest
+
 from shared.budget.slot import Slot
 from shared.models import ActivityError, ActivityResult, Chunk, ChunkSummary
 from shared.sources.registry import window_for
@@ -103,6 +105,7 @@ def test_the_window_state_reads_back_every_field_it_wrote() -> None:
         spares=[Slot(3, T0 + timedelta(seconds=30), 9, False, T0)],
         submissions=6,
         quota_waits=2,
+        credits=3,
         budget_quota={"allowed": 100, "used": 6, "left": 94},
         sections={**Carried().sections, "newerSection": {"kept": 1}},
     )
@@ -110,7 +113,7 @@ def test_the_window_state_reads_back_every_field_it_wrote() -> None:
     again = Carried.from_json(carried.to_json())
     assert again == carried
     # the counters a status and an output are built from, named: a lost one shows as a wrong report
-    assert (again.incomplete, again.budget_lost, again.submissions) == (1, 2, 6)
+    assert (again.incomplete, again.budget_lost, again.submissions, again.credits) == (1, 2, 6, 3)
     assert again.incomplete_notes == carried.incomplete_notes
 
 
@@ -132,7 +135,8 @@ def test_a_chunk_call_reads_back_every_field_it_wrote() -> None:
     assert ChunkCall.from_json(call.to_json()) == call
 
 
-def test_windows_decided_in_different_executions_are_all_reported_at_the_end() -> None:
+@pytest.mark.parametrize("version", [0, 1])
+def test_windows_decided_in_different_executions_are_all_reported_at_the_end(version: int) -> None:
     """One chunk per execution: an incomplete window, a failed one and complete ones end in different executions;
     the last execution's output still counts and explains each."""
 
@@ -146,7 +150,7 @@ def test_windows_decided_in_different_executions_are_all_reported_at_the_end() -
             return ActivityResult.success({"summary": summary.to_json()})
         return summary_for(step)
 
-    spec_ = spec(4, 1, "exchange", m=1, max_attempts=1)
+    spec_ = spec(4, 1, "exchange", m=1, max_attempts=1, window_version=version)
     carried: Carried | None = None
     for execution in range(1, 20):
         window = window_for(spec_, carried, now=T0 + execution * HOUR)
