@@ -7,7 +7,7 @@ The JSON keys are the wire format of activity inputs recorded in running task hu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from shared.models import Chunk, JsonDict, filters_from_json
 from shared.values import AuditFilters
@@ -81,6 +81,34 @@ class ChunkCall:
         if self.slot_deadline is None:
             return {}
         return {"slotDeadline": self.slot_deadline, "slotPages": self.slot_pages}
+
+
+@dataclass(frozen=True, slots=True)
+class CursorResult:
+    """What a call of a source that reads a chunk in several calls answers: where the next call goes on (``cursor``)
+    or the committed chunk (``summary``: its ``ChunkSummary`` JSON), and what the call did (``stats``), carried under
+    the source's own key (``STATS_KEY``: the wire format of results recorded in running task hubs)."""
+
+    STATS_KEY: ClassVar[str] = "stats"
+
+    cursor: JsonDict | None = None
+    summary: JsonDict | None = None
+    stats: JsonDict | None = None
+
+    def to_json(self) -> JsonDict:
+        out: JsonDict = {"summary": self.summary} if self.summary is not None else {"cursor": self.cursor}
+        if self.stats is not None:
+            out[self.STATS_KEY] = self.stats
+        return out
+
+    @classmethod
+    def from_json(cls, data: JsonDict) -> Self:
+        summary, cursor, stats = data.get("summary"), data.get("cursor"), data.get(cls.STATS_KEY)
+        return cls(
+            dict(cursor) if isinstance(cursor, dict) else None,
+            dict(summary) if isinstance(summary, dict) else None,
+            dict(stats) if isinstance(stats, dict) else None,
+        )
 
 
 def _text(value: Any) -> str | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.models import JsonDict
-from shared.window.calls import ChunkCall
+from shared.window.calls import ChunkCall, CursorResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,27 +49,10 @@ class ExchangeCall:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ExchangeCalled:
+class ExchangeCalled(CursorResult):
     """What a call did: where the next call goes on (``cursor``), or the committed chunk (``summary``: its
     ``ChunkSummary`` JSON); ``stats``: what its calls cost and showed (``ExchangeCursor.stats``), which the window
     learns the tenant's density from."""
 
-    cursor: JsonDict | None = None
-    summary: JsonDict | None = None
-    stats: JsonDict | None = None
-
-    def to_json(self) -> JsonDict:
-        out: JsonDict = {"summary": self.summary} if self.summary is not None else {"cursor": self.cursor}
-        if self.stats is not None:
-            out["exchange"] = self.stats
-        return out
-
-    @classmethod
-    def from_json(cls, data: JsonDict) -> ExchangeCalled:
-        summary, cursor, stats = data.get("summary"), data.get("cursor"), data.get("exchange")
-        return cls(
-            dict(cursor) if isinstance(cursor, dict) else None,
-            dict(summary) if isinstance(summary, dict) else None,
-            dict(stats) if isinstance(stats, dict) else None,
-        )
+    __slots__ = ()
+    STATS_KEY = "exchange"

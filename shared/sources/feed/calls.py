@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from shared.models import JsonDict, iso, parse_iso
-from shared.window.calls import ChunkCall
+from shared.window.calls import ChunkCall, CursorResult
 
 ACTIVITY = "feed_read_activity"
 """The activity function's name (``activities.feed``)."""
@@ -63,29 +63,12 @@ class FeedRead:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class FeedReadResult:
+class FeedReadResult(CursorResult):
     """Where the next call goes on (``cursor``), or the committed chunk (``summary``: its ``ChunkSummary`` JSON);
     ``stats``: what this call did (``Tally``), which the window adds up for the collection's status and manifest."""
 
-    cursor: JsonDict | None = None
-    summary: JsonDict | None = None
-    stats: JsonDict | None = None
-
-    def to_json(self) -> JsonDict:
-        out: JsonDict = {"summary": self.summary} if self.summary is not None else {"cursor": self.cursor}
-        if self.stats is not None:
-            out["feed"] = self.stats
-        return out
-
-    @classmethod
-    def from_json(cls, data: JsonDict) -> FeedReadResult:
-        summary, cursor, stats = data.get("summary"), data.get("cursor"), data.get("feed")
-        return cls(
-            dict(cursor) if isinstance(cursor, dict) else None,
-            dict(summary) if isinstance(summary, dict) else None,
-            dict(stats) if isinstance(stats, dict) else None,
-        )
+    __slots__ = ()
+    STATS_KEY = "feed"
 
 
 @dataclass(slots=True)
