@@ -13,11 +13,9 @@ profile) and the emulator sharing a moved clock, each day's output compared with
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,10 +27,9 @@ from m365_emulator import Emulator
 from m365_emulator.config import AppRegistration, EmulatorConfig
 from shared.models import iso, parse_iso
 from tests.e2e.conftest import MakeEmulator
+from tests.e2e.follower import INTERVAL, Follower, frontier
 from tests.e2e.harness import CLIENT, SECRET, TENANT, Host, serve
 
-DELAY = 90
-INTERVAL = 240
 JUMP = timedelta(hours=12)
 DAY = timedelta(days=1)
 LAG = {"COLLECTOR_FEED_LAG_HOURS": "25"}
@@ -44,42 +41,6 @@ def fewer_blobs(config: EmulatorConfig) -> None:
     (the feed's 2,000 requests a minute count real time, and a moved clock runs a week in minutes)."""
     config.feed.blob_interval_seconds = 1800
     config.feed.requests_per_minute = 20_000  # friendlier: its budget counts real time, the week passes in minutes
-
-
-def frontier(start: datetime, now: datetime) -> datetime:
-    edge = now - timedelta(minutes=DELAY)
-    return start + timedelta(minutes=INTERVAL) * max(0, (edge - start) // timedelta(minutes=INTERVAL))
-
-
-class Follower:
-    def __init__(self, host: Host, follow_id: str) -> None:
-        self.host, self.id = host, follow_id
-
-    def summary(self) -> dict[str, Any]:
-        response = requests.get(f"{self.host.base}/api/follows/{self.id}", timeout=30)
-        assert response.status_code == 200, response.text
-        return response.json()  # type: ignore[no-any-return]
-
-    def wait(self, done: Callable[[dict[str, Any]], bool], what: str, limit: float = 120.0) -> dict[str, Any]:
-        deadline = time.monotonic() + limit
-        summary: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            summary = self.summary()
-            if done(summary):
-                return summary
-            time.sleep(0.05)
-        raise AssertionError(f"follower never {what}: {json.dumps(summary)[:3000]}\n{self.host.log_tail()}")
-
-    def idle_at(self, covered: datetime) -> dict[str, Any]:
-        return self.wait(
-            lambda s: (
-                s["covered"]["end"] == iso(covered)
-                and s["running"] is None
-                and s["status"] != "catching up"
-                and not s.get("backfill")
-            ),
-            f"caught up to {iso(covered)}",
-        )
 
 
 def graph_days(emulator: Emulator) -> dict[str, int]:

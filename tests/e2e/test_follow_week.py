@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,53 +24,11 @@ from durable_local.clock import OffsetFileClock
 from m365_emulator import Emulator
 from shared.models import iso, parse_iso
 from tests.e2e.conftest import MakeEmulator
-from tests.e2e.harness import TENANT, Host, serve
+from tests.e2e.follower import DELAY, INTERVAL, Follower, frontier
+from tests.e2e.harness import TENANT, serve
 
 HOUR = timedelta(hours=1)
-DELAY = 90  # minutes: COLLECTOR_FOLLOW_DELAY_MINUTES' default
-INTERVAL = 240
 JUMP = timedelta(hours=12)
-
-
-def frontier(start: datetime, now: datetime) -> datetime:
-    """The end of the newest window that closed the usual delay ago (what the follower covers once it caught up):
-    ``start`` itself while none has (the first hours after midnight, when a run begins then)."""
-    edge = now - timedelta(minutes=DELAY)
-    return start + timedelta(minutes=INTERVAL) * max(0, (edge - start) // timedelta(minutes=INTERVAL))
-
-
-class Follower:
-    def __init__(self, host: Host, follow_id: str) -> None:
-        self.host, self.id = host, follow_id
-
-    def summary(self) -> dict[str, Any]:
-        response = requests.get(f"{self.host.base}/api/follows/{self.id}", timeout=30)
-        assert response.status_code == 200, response.text
-        return response.json()  # type: ignore[no-any-return]
-
-    def wait(self, done: Callable[[dict[str, Any]], bool], what: str, limit: float = 90.0) -> dict[str, Any]:
-        deadline = time.monotonic() + limit
-        summary: dict[str, Any] = {}
-        while time.monotonic() < deadline:
-            summary = self.summary()
-            if done(summary):
-                return summary
-            time.sleep(0.05)
-        raise AssertionError(f"follower never {what}: {json.dumps(summary)[:2000]}\n{self.host.log_tail()}")
-
-    def idle_at(self, covered: datetime) -> dict[str, Any]:
-        """Wait until its coverage reaches ``covered`` and it waits for its next wake."""
-        return self.wait(
-            lambda s: s["covered"]["end"] == iso(covered) and s["running"] is None and s["status"] != "catching up",
-            f"caught up to {iso(covered)}",
-        )
-
-    def state_size(self) -> tuple[int, int]:
-        """(history events of its current execution as the status API shows them, bytes of its input): what every
-        replay of it reads."""
-        status = self.host.status(self.id, history=True)
-        response = requests.get(f"{self.host.base}/runtime/webhooks/durabletask/instances/{self.id}", timeout=30)
-        return len(status["historyEvents"]), len(json.dumps(response.json()["input"]))
 
 
 def describe(emulator: Emulator, start: datetime, end: datetime, missing: set[str]) -> str:
