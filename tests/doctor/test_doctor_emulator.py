@@ -78,6 +78,7 @@ def test_all_ok_with_the_friendly_knobs(knobs: Emulator, tmp_path: Path) -> None
     knobs.config.graph.list_filter = "honour"
     knobs.config.graph.delete_supported = True
     knobs.config.ingestion = IngestionSettings.immediate()  # the last hours are searchable: one window, one page
+    knobs.config.graph.fail_rate = knobs.config.graph.vanish_rate = 0.0  # friendly: no query to submit again
     deleted = knobs.stats.queries_deleted[TENANT]
 
     report = run_doctor(app_env(knobs, folder_output(tmp_path / "out")), DOMAIN)

@@ -170,7 +170,9 @@ def test_a_squat_with_the_token_of_a_run_that_ended_acquires_nothing(
         patient = host.wait("patient")
         final = wait_budget(host, lambda s: not s.get("leases"))
     assert patient["status"] == "Completed" and patient["budget"]["waits"] == 0, patient
-    assert final["granted"] - before == 4 and final["lost"] == 0, final  # the patient's four chunks, nobody else
+    # The patient's four chunks, nobody else: a lane keeps its slot across the chunks it serves (window version 1),
+    # so one to four grants; a squatter's grant would have made the patient wait (B slots, twelve squatting holders).
+    assert 1 <= final["granted"] - before <= 4 and final["lost"] == 0, final
     assert not [w for w in final["waiters"] if w["holder"].split("/")[0] in ended]
     # done (finalized), victim (cancelled), killed (terminated, then cancelled), and the patient once it finalized
     assert len(final["closed"]) == 4
