@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from durable_local.clock import ManualClock
 from m365_emulator import AppRegistration, Emulator, EmulatorConfig, TenantSpec, run_emulator
 from shared.audit.config import AuditApiConfig
 from shared.audit.feed import ActivityFeedClient
@@ -19,21 +20,10 @@ DAY = timedelta(days=1)
 AUDIT_TYPES = ("Audit.AzureActiveDirectory", "Audit.Exchange", "Audit.SharePoint", "Audit.General")
 
 
-class MovedClock:
-    def __init__(self, now: datetime) -> None:
-        self.moment = now
-
-    def __call__(self) -> datetime:
-        return self.moment
-
-    def move(self, by: timedelta) -> None:
-        self.moment += by
-
-
 @dataclass
 class FeedEmu:
     emu: Emulator
-    clock: MovedClock
+    clock: ManualClock
 
     def config(self, **overrides: Any) -> AuditApiConfig:
         settings: dict[str, Any] = {
@@ -51,16 +41,16 @@ class FeedEmu:
 
     def client(self, *, retry_wait_scale: float = 0.001, **overrides: Any) -> ActivityFeedClient:
         """An adapter whose "now" is the emulator's; its retry waits scaled down (a Retry-After of 1 s: 1 ms)."""
-        return ActivityFeedClient(self.config(**overrides), clock=self.clock, retry_wait_scale=retry_wait_scale)
+        return ActivityFeedClient(self.config(**overrides), clock=self.clock.now, retry_wait_scale=retry_wait_scale)
 
 
 @contextmanager
 def feed_emulator(*, app: dict[str, Any] | None = None, **feed: Any) -> Iterator[FeedEmu]:
     """An emulator at ``NOW`` (``list_page_size=3`` style keywords set ``config.feed`` knobs)."""
-    clock = MovedClock(NOW)
+    clock = ManualClock(NOW)
     config = EmulatorConfig(tenants=[TenantSpec(tenant_id=TENANT, domain=DOMAIN, seed=7, records_per_hour=240.0)])
     for name, value in feed.items():
         setattr(config.feed, name, value)
-    with run_emulator(config, clock=clock) as emu:
+    with run_emulator(config, clock=clock.now) as emu:
         emu.register_app(AppRegistration(TENANT, CLIENT_ID, client_secret=SECRET, **(app or {})))
         yield FeedEmu(emu, clock)

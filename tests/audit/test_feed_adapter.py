@@ -50,7 +50,7 @@ def test_a_disabled_subscription_is_started_again(feed: FeedEmu) -> None:
     client = feed.client()
     client.ensure_subscriptions(["Audit.Exchange"])
     feed.emu.feed.disable_subscription(TENANT, "Audit.Exchange")
-    feed.clock.move(timedelta(minutes=15))  # the service wants 15 minutes between two starts of a subscription
+    feed.clock.advance(timedelta(minutes=15))  # the service wants 15 minutes between two starts of a subscription
 
     assert client.ensure_subscriptions(["Audit.Exchange"])[0].enabled
     assert feed.emu.feed.stats.subscriptions_started[TENANT] == 2
@@ -184,9 +184,9 @@ def test_the_first_content_can_take_an_hour_after_subscribing() -> None:
     with feed_emulator() as feed:
         client = feed.client()
         client.ensure_subscriptions(["Audit.Exchange"])
-        feed.clock.move(timedelta(minutes=30))
-        assert list(client.list_content("Audit.Exchange", TimeWindow(NOW - 6 * HOUR, feed.clock()))) == []
+        feed.clock.advance(timedelta(minutes=30))
+        assert list(client.list_content("Audit.Exchange", TimeWindow(NOW - 6 * HOUR, feed.clock.now()))) == []
 
-        feed.clock.move(HOUR)
-        listed = list(client.list_content("Audit.Exchange", TimeWindow(NOW - 6 * HOUR, feed.clock())))
+        feed.clock.advance(HOUR)
+        listed = list(client.list_content("Audit.Exchange", TimeWindow(NOW - 6 * HOUR, feed.clock.now())))
         assert listed and min(c.created for c in listed) >= NOW  # nothing published before the subscription

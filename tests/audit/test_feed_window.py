@@ -56,13 +56,13 @@ def test_a_window_read_early_misses_what_is_not_published_yet_and_a_later_read_a
         assert set(early) == published
         assert len(published) < len(everything)  # late records: most within 90 minutes, some up to a day
 
-        feed.clock.move(DAY + HOUR)
+        feed.clock.advance(DAY + HOUR)
         dedupe = Deduplicator()
         for already in early:
             dedupe.first_time(already)
         later = [
             r["id"]
-            for batch in read_published(client, AUDIT_TYPES, TimeWindow(NOW, feed.clock()), dedupe=dedupe)
+            for batch in read_published(client, AUDIT_TYPES, TimeWindow(NOW, feed.clock.now()), dedupe=dedupe)
             for r in trim_to_window(batch.page.records, events)[0]
         ]
         assert sorted(early + later) == sorted(everything)
@@ -103,7 +103,7 @@ def test_expired_content_is_a_typed_error_and_reported_by_the_window_reader(feed
     oldest = TimeWindow(NOW - 7 * DAY + HOUR, NOW - 7 * DAY + 2 * HOUR)
     contents = list(client.list_content("Audit.Exchange", oldest))
     assert contents
-    feed.clock.move(90 * timedelta(minutes=1))  # the first hour of them is now older than seven days
+    feed.clock.advance(90 * timedelta(minutes=1))  # the first hour of them is now older than seven days
 
     with pytest.raises(FeedContentExpiredError) as raised:
         client.fetch(contents[0])
@@ -113,7 +113,7 @@ def test_expired_content_is_a_typed_error_and_reported_by_the_window_reader(feed
     report = FeedReadReport()
     listing = _Listed(client, contents)
     batches = list(read_published(listing, ["Audit.Exchange"], oldest, report=report))
-    expired = [c for c in contents if c.expiration <= feed.clock()]
+    expired = [c for c in contents if c.expiration <= feed.clock.now()]
     assert expired and report.expired == expired
     assert not report.complete
     assert len(batches) == report.fetched == len(contents) - len(expired)

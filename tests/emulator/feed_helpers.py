@@ -10,6 +10,7 @@ from typing import Any
 
 import requests
 
+from durable_local.clock import ManualClock
 from m365_emulator import AppRegistration, Emulator, run_emulator
 from tests.emulator.helpers import CLIENT, SECRET, TENANT, make_config, session_for
 
@@ -25,23 +26,12 @@ def stamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
 
 
-class MovedClock:
-    def __init__(self, now: datetime) -> None:
-        self.moment = now
-
-    def __call__(self) -> datetime:
-        return self.moment
-
-    def move(self, by: timedelta) -> None:
-        self.moment += by
-
-
 @dataclass
 class Feed:
     """An emulator with a clock the test moves, and a session holding a Management API token."""
 
     emu: Emulator
-    clock: MovedClock
+    clock: ManualClock
     session: requests.Session
 
     @property
@@ -80,8 +70,8 @@ class Feed:
 @contextmanager
 def feed_emulator(*, feed_permissions: tuple[str, ...] | None = None, **settings: Any) -> Iterator[Feed]:
     """An emulator whose clock stands at ``NOW`` (``feed__list_page_size=5`` style keywords set knobs)."""
-    clock = MovedClock(NOW)
-    with run_emulator(make_config(**settings), clock=clock) as emu:
+    clock = ManualClock(NOW)
+    with run_emulator(make_config(**settings), clock=clock.now) as emu:
         extra = {} if feed_permissions is None else {"feed_permissions": feed_permissions}
         emu.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET, **extra))
         yield Feed(emu, clock, session_for(emu, MANAGE_SCOPE))

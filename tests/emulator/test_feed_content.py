@@ -171,14 +171,14 @@ def test_the_friendlier_window_knobs_and_the_documented_forms() -> None:
 def test_first_content_waits_after_subscribing_and_nothing_from_before_is_listed() -> None:
     with feed_emulator() as feed:
         feed.start("Audit.Exchange")
-        feed.clock.move(timedelta(minutes=50))
+        feed.clock.advance(timedelta(minutes=50))
         assert feed.listing("Audit.Exchange", NOW - 6 * HOUR, NOW + HOUR).json() == []
 
-        feed.clock.move(timedelta(minutes=20))  # past the first-content delay (an hour by default)
+        feed.clock.advance(timedelta(minutes=20))  # past the first-content delay (an hour by default)
         listed = feed.list_all("Audit.Exchange", NOW - 6 * HOUR, NOW + 2 * HOUR)
         assert listed
         assert min(parse_time(d["contentCreated"]) for d in listed) >= NOW
-        assert max(parse_time(d["contentCreated"]) for d in listed) <= feed.clock.moment
+        assert max(parse_time(d["contentCreated"]) for d in listed) <= feed.clock.now()
 
         feed.emu.config.feed.backfill_on_subscribe_seconds = 2 * 3600.0
         backfilled = feed.list_all("Audit.Exchange", NOW - 6 * HOUR, NOW + 2 * HOUR)
@@ -193,7 +193,7 @@ def test_content_expires_seven_days_after_it_was_published() -> None:
         assert parse_time(old["contentExpiration"]) == created + 7 * DAY
         assert feed.fetch(old).status_code == 200
 
-        feed.clock.move(2 * HOUR)
+        feed.clock.advance(2 * HOUR)
         expired = feed.fetch(old)
         assert (expired.status_code, error_code(expired)) == (400, "AF20051")
 
@@ -202,7 +202,7 @@ def test_content_that_does_not_exist_yet_or_ever() -> None:
     with everything() as feed:
         feed.start("Audit.Exchange")
         newest = feed.list_all("Audit.Exchange", NOW - HOUR, NOW)[-1]
-        feed.clock.move(-2 * HOUR)
+        feed.clock.set(feed.clock.now() - 2 * HOUR)
 
         not_yet = feed.fetch(newest)
         assert (not_yet.status_code, error_code(not_yet)) == (400, "AF20050")

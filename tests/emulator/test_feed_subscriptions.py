@@ -46,7 +46,7 @@ def test_start_list_stop_and_start_again(feed: Feed) -> None:
 
     too_soon = feed.start("Audit.SharePoint")
     assert (too_soon.status_code, error_code(too_soon)) == (403, "AF429")  # 15 minutes between starts
-    feed.clock.move(timedelta(minutes=15))
+    feed.clock.advance(timedelta(minutes=15))
     assert feed.start("Audit.SharePoint").status_code == 200  # a disabled subscription starts again
     assert feed.listing("Audit.SharePoint", NOW - HOUR, NOW).status_code == 200
 
@@ -59,7 +59,7 @@ def test_starting_an_enabled_subscription_is_af20024_unless_the_knob_says_otherw
     assert feed.emu.feed.stats.subscriptions_started[TENANT] == 1
 
     feed.emu.config.feed.restart_conflict = False
-    feed.clock.move(timedelta(minutes=15))
+    feed.clock.advance(timedelta(minutes=15))
     assert feed.start().status_code == 200
 
 
@@ -70,7 +70,7 @@ def test_an_unknown_content_type_is_af20020(feed: Feed) -> None:
 
 def test_a_subscription_disabled_by_an_admin_refuses_listing_and_blobs(feed: Feed) -> None:
     feed.start()
-    feed.clock.move(3 * HOUR)
+    feed.clock.advance(3 * HOUR)
     blob = feed.list_all("Audit.Exchange", NOW, NOW + 3 * HOUR)[0]
     feed.emu.feed.disable_subscription(TENANT, "Audit.Exchange")
 
