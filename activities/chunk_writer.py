@@ -12,9 +12,11 @@ means the chunk object beside it is complete.
 A Graph page arrives as its records' bytes (``shared.records.raw_page.RawPage``): they are trimmed by the times the
 adapter read, de-duplicated a page at a time by the ids it read (``IdSet.add_many``) and written as they are, never
 decoded (the request's filters read only the fields they check). Any other page's records are decoded once (in the
-adapter), their times parsed once (``RecordPage.times``) and written once (one ``dump_lines`` call per page). The next
-page is fetched while this one is processed (``shared.records.prefetch``, one page ahead). A record that cannot be
-written as UTF-8 JSON (a lone surrogate) is quarantined as unusable instead of failing the chunk.
+adapter), their times parsed once (``RecordPage.times``) and written once (one ``dump_lines`` call per page). Pages
+are fetched and written in turn, in the activity's thread: a worker thread fetching the next page ahead
+(``shared.records.prefetch``) cost about 0.3-0.5 µs of CPU a record in thread hand-offs and saved no measurable wall
+time once a page takes the service 300 ms (``bench/record_path.py --variants new prefetch --page-latency 0.3``). A
+record that cannot be written as UTF-8 JSON (a lone surrogate) is quarantined as unusable instead of failing the chunk.
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from shared.audit.normalise import raw_text
 from shared.audit.ports import AuditRecord, MalformedRecord, RecordPage, TimeWindow
 from shared.models import Chunk, ChunkSummary, JsonDict
 from shared.records.json_codec import JsonEncodeError, dump_line, dump_lines
-from shared.records.prefetch import prefetched
 from shared.records.raw_page import RawPage, Sightings
 from shared.records.rules import Deduplicator, Quarantine, format_timestamp, parse_record_time
 from shared.sinks.base import ChunkSink, StoredObject, write_bytes
@@ -230,15 +231,18 @@ class ChunkRecords:
         return b"".join(lines)
 
     def lines(self, pages: Iterable[RecordPage]) -> Generator[bytes, None, None]:
-        """``page_lines`` of every page, the next page fetched while this one is processed."""
-        fetched = prefetched(pages, name="chunk-pages")
+        """``page_lines`` of every page, each page fetched once the one before is written (in this thread: see the
+        module docstring); the page source is closed when the sink stops reading early."""
+        source = iter(pages)
         try:
-            for page in fetched:
+            for page in source:
                 data = self.page_lines(page)
                 if data:
                     yield data
         finally:
-            fetched.close()  # stops and joins the fetching thread when the sink stops reading early
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
 
     def settle(self) -> list[MalformedRecord]:
         """The quarantine, once every good record of the chunk is known; call it once, after the last page."""

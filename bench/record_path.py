@@ -23,8 +23,9 @@ prints each variant's median):
   ``new`` (its own code imported from that path);
 * ``stdlib``: ``new`` with the ``orjson`` and ``msgspec`` imports blocked, so the record path uses the standard
   library's ``json`` (what a worker without the wheels would do; it must write the same bytes);
-* ``serial``: as ``new``, but each page is fetched only after the one before is written (the writer's prefetching
-  replaced by a plain loop in this process only), to show what overlapping fetch and processing gives;
+* ``prefetch``: as ``new``, but the next page is fetched in a worker thread while this one is written
+  (``shared.records.prefetch``, what the writer did before it fetched in turn), to show what overlapping fetch and
+  processing gives and costs (run it with ``--page-latency`` for a service that takes a while per page);
 * ``decoded`` (Exchange): as ``new``, but each row's ``AuditData`` decoded whole and written again (keys sorted) as
   the collector did before, instead of its text written as the service sent it: the two options for the one field
   Exchange sends as a string, side by side.
@@ -33,8 +34,9 @@ Printed per variant: records written (and the emulator's ground truth, which the
 first page request to the summary, records/s, the collector's CPU µs per record (user + system of the collector
 process, emulator excluded), how busy the emulator process was (CPU seconds / wall seconds: near 1.0 means the
 emulator, not the collector, sets the pace), the peak RSS and the object's SHA-256; then each variant's CPU per
-record against the floor's. A last section compares the de-duplicator's memory per id with a plain ``set`` of id
-strings, measured with ``tracemalloc``.
+record against the floor's. A last section compares the id sets' memory per id (``tracemalloc``) and time to add
+an id: a plain ``set`` of id strings, the compact ``IdBuckets``, the Graph reader's ``Sightings`` and the
+``Deduplicator``.
 
     .venv/bin/python bench/record_path.py --records 200000 --old /tmp/records-main --repeat 3
     .venv/bin/python bench/record_path.py --source exchange --records 50000 --old /tmp/records-main
@@ -64,7 +66,7 @@ SECRET = "bench-secret-value"
 START = datetime(2024, 6, 1, tzinfo=UTC)
 HOURS = 10
 ROOT = str(Path(__file__).resolve().parents[1])
-VARIANTS = ("floor", "new", "old", "stdlib", "serial", "decoded")
+VARIANTS = ("floor", "new", "old", "stdlib", "prefetch", "decoded")
 
 
 def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
@@ -133,12 +135,6 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
 
     if variant == "decoded":
         _decode_audit_data()
-    if variant == "serial" and hasattr(activities.chunk_writer, "prefetched"):
-
-        def in_turn(pages: Any, name: str = "") -> Any:
-            yield from pages
-
-        activities.chunk_writer.prefetched = in_turn  # type: ignore[attr-defined]
     from shared.audit.config import AuditApiConfig
     from shared.audit.ports import AuditFilters, QueryState, TimeWindow
     from shared.models import Chunk
@@ -169,6 +165,10 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
             from activities.graph_export import GraphReads
 
             pages = GraphReads(graph, query_id, graph.get_query(query_id)).pages()
+            if variant == "prefetch":
+                from shared.records.prefetch import prefetched
+
+                pages = prefetched(pages, name="chunk-pages")
     else:
         from shared.audit.exchange import ExchangeAuditClient
 
@@ -317,28 +317,62 @@ def _run_variant(variant: str, args: argparse.Namespace, urls: dict[str, Any], s
     return result
 
 
-def _id_set_bytes(count: int) -> tuple[float, float]:
-    """Bytes per id held: a plain set of GUID strings vs the writer's ``Deduplicator`` (tracemalloc, same ids)."""
+def _id_sets(count: int) -> list[tuple[str, float, float]]:
+    """Bytes per id held and µs per id added, page by page (tracemalloc for the bytes, a separate untraced run for the
+    time, same ids): a plain set of GUID strings, the compact ``IdBuckets`` alone, the Graph reader's ``Sightings`` (a
+    set up to 100,000 ids, then ``IdBuckets``) and the ``Deduplicator`` (``IdSet``) other writers use."""
+    from shared.records.raw_page import Sightings
     from shared.records.rules import Deduplicator
 
     ids = [str(uuid.UUID(int=(n * 0x9E3779B97F4A7C15_F39CC0605CEDC835) % (1 << 128), version=4)) for n in range(count)]
-    records = [{"id": record_id} for record_id in ids]
-    tracemalloc.start()
-    before = tracemalloc.get_traced_memory()[0]
-    plain = {str(r["id"]) for r in records}  # str() copies nothing: the ids are already str, shared with ``ids``
-    plain_bytes = tracemalloc.get_traced_memory()[0] - before + count * sys.getsizeof(ids[0])
-    del plain
-    before = tracemalloc.get_traced_memory()[0]
-    dedupe = Deduplicator()
-    for start in range(0, count, 1000):
-        dedupe.filter(records[start : start + 1000])
-    dedupe_bytes = tracemalloc.get_traced_memory()[0] - before
-    tracemalloc.stop()
-    # The plain set holds the very str objects the records hold; a real chunk's set keeps them alive after the
-    # records are gone, so their size is counted (as it is when the Deduplicator keeps str ids).
-    if isinstance(next(iter(getattr(dedupe, "_seen", ())), None), str):
-        dedupe_bytes += count * sys.getsizeof(ids[0])
-    return plain_bytes / count, dedupe_bytes / count
+    pages = [ids[start : start + 1000] for start in range(0, count, 1000)]
+    moment = START
+
+    def plain() -> Any:
+        seen: set[str] = set()
+        for page in pages:
+            seen.update(page)
+        return seen
+
+    def buckets() -> Any:
+        return _fill(Sightings(compact_after=0), pages, moment)
+
+    def sightings() -> Any:
+        return _fill(Sightings(), pages, moment)
+
+    def dedupe() -> Any:
+        kept = Deduplicator()
+        for page in pages:
+            kept.filter([{"id": record_id} for record_id in page])
+        return kept
+
+    rows = []
+    # The id strings a structure keeps alive are counted too (a chunk's set keeps them after the records are gone).
+    for name, build, keeps_strings in (
+        ("set of str", plain, count),
+        ("IdBuckets", buckets, 0),
+        ("Sightings", sightings, min(count, Sightings.COMPACT_AFTER)),
+        ("Deduplicator (IdSet)", dedupe, 0),
+    ):
+        started = time.perf_counter()
+        build()
+        seconds = time.perf_counter() - started
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        held = build()
+        size = tracemalloc.get_traced_memory()[0] - before + keeps_strings * sys.getsizeof(ids[0])
+        tracemalloc.stop()
+        del held
+        rows.append((name, size / count, seconds / count * 1e6))
+    return rows
+
+
+def _fill(sightings: Any, pages: list[list[str]], moment: Any) -> Any:
+    from shared.records.raw_page import RawPage
+
+    for page in pages:
+        sightings.mark(RawPage([b""] * len(page), page, [moment] * len(page)))
+    return sightings.ids
 
 
 def _median(values: list[float]) -> float:
@@ -412,13 +446,14 @@ def main() -> int:
                 print(f"{variant + ' / floor':<16} {cpu[variant] / cpu['floor']:.2f}x CPU per row")
     if "old" in cpu and "new" in cpu:
         print(f"{'old / new':<16} {cpu['old'] / cpu['new']:.2f}x CPU per row")
-    for group in (("new", "stdlib", "serial"), ("decoded", "old")):  # the same format: the same bytes
+    for group in (("new", "stdlib", "prefetch"), ("decoded", "old")):  # the same format: the same bytes
         hashes = {v: {r["sha256"] for r in runs[v]} for v in group if v in runs}
         if len(hashes) > 1 or any(len(h) > 1 for h in hashes.values()):
             same = len(set().union(*hashes.values())) == 1
             print(f"same output bytes        {same} ({' = '.join(hashes)})")
-    plain, compact = _id_set_bytes(args.id_set)
-    print(f"id set per record        set of str {plain:,.0f} B   Deduplicator {compact:,.0f} B   ({args.id_set:,} ids)")
+    print(f"id sets, {args.id_set:,} ids added 1,000 at a time (bytes held per id, tracemalloc; µs to add one)")
+    for name, size, micros in _id_sets(args.id_set):
+        print(f"  {name:<22} {size:>6,.0f} B  {micros:>6.2f} µs")
     print(f"exact (records == truth) {exact}")
     return 0 if exact else 1
 

@@ -37,16 +37,16 @@ def guid_key(record_id: str) -> int | None:
     return None
 
 
-def page_keys(ids: Sequence[str]) -> tuple[array[int], array[int]] | None:
-    """The high and low 64-bit halves of every id's 128-bit number (``guid_key``), when every id is a lower-case GUID
-    text; None when any is not (the caller then goes id by id).
+def page_bytes(ids: Sequence[str]) -> bytes | None:
+    """Every id's 128-bit number (``guid_key``) as 16 big-endian bytes, one after the other, when every id is a
+    lower-case GUID text; None when any is not (the caller then goes id by id).
 
     Checked over the whole page at once, exactly as ``guid_key`` checks one id: each text 36 characters long, dashes
     at places 8, 13, 18 and 23 and nowhere else, lower-case hex digits everywhere else.
     """
     count = len(ids)
     if not count:
-        return array("Q"), array("Q")
+        return b""
     if min(map(len, ids)) != 36 or max(map(len, ids)) != 36:
         return None
     joined = "".join(ids)
@@ -60,6 +60,15 @@ def page_keys(ids: Sequence[str]) -> tuple[array[int], array[int]] | None:
     except ValueError:
         return None
     if len(raw) != 16 * count:  # whitespace was skipped
+        return None
+    return raw
+
+
+def page_keys(ids: Sequence[str]) -> tuple[array[int], array[int]] | None:
+    """The high and low 64-bit halves of every id's 128-bit number (``guid_key``), when every id is a lower-case GUID
+    text (:func:`page_bytes`); None when any is not."""
+    raw = page_bytes(ids)
+    if raw is None:
         return None
     words = array("Q")
     words.frombytes(raw)

@@ -1,5 +1,9 @@
 """Fetch the next item while the current one is processed: one worker thread, one item ahead, errors in order.
 
+The chunk writer no longer uses it (it fetches pages in turn: the thread hand-offs cost more CPU than the overlap
+saved wall time once a page takes the service a while, see ``activities.chunk_writer``); ``bench/record_path.py``'s
+``prefetch`` variant runs the writer with it, to keep that comparison measurable.
+
 An export reads pages over HTTP (mostly waiting for the service, with the GIL released) and then decodes, trims,
 de-duplicates and writes them (CPU). Done in turn, neither overlaps the other. :func:`prefetched` runs the page
 iterator in a worker thread so the next page is being fetched while the caller works on the current one:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from shared.records.id_set import IdSet
+from shared.records.id_buckets import IdBuckets
 from shared.records.json_codec import loads
 from shared.values import AuditRecord, MalformedRecord, RecordPage
 
@@ -80,27 +80,26 @@ class Sightings:
     docstring). Not thread-safe: the reader marks pages in order, the writer reads the marks in the same order.
 
     Up to ``compact_after`` ids are kept as the page's own ``str`` objects in a ``set``, so a page whose ids are all
-    new (the usual case) is checked and added by two set operations in C (about 0.15 µs an id). Past it they move to
-    the compact ``shared.records.id_set.IdSet`` (about 42 bytes an id against about 127 for a set of strings, but
-    about 1.6 µs an id to add in Python): a chunk of the Graph cap's million records then holds about 45 MiB of ids
-    instead of 130, with ``maxConcurrentActivityFunctions`` exports per instance.
+    new (the usual case) is checked and added by two set operations in C (about 0.15 µs an id). Past it the later ids
+    go to the compact ``shared.records.id_buckets.IdBuckets`` (16 bytes an id in hashed buckets, about 20 to 30 bytes
+    an id in all against about 127 for a set of strings; a page of new ids added in a few passes over the page, about
+    0.5 µs an id), which keeps the first ``set`` as it is: a chunk of the Graph cap's million records then holds about
+    40 MiB of ids instead of 130, with ``maxConcurrentActivityFunctions`` exports per instance.
     """
 
     COMPACT_AFTER = 100_000
-    """Ids kept in a ``set`` before they move to an ``IdSet`` (most chunks never reach it)."""
+    """Ids kept in a ``set`` before later ones go to an ``IdBuckets`` (most chunks never reach it)."""
 
     def __init__(self, compact_after: int = COMPACT_AFTER) -> None:
-        self.ids: set[str] | IdSet = set()
+        self.ids: set[str] | IdBuckets = set()
         self.compact_after = compact_after
 
     def mark(self, page: RawPage) -> None:
         """Adds the page's ids, noting on the page which were new (records first, then malformed ones)."""
         seen = self.ids
         if isinstance(seen, set) and len(seen) + len(page.ids) > self.compact_after:
-            compact = IdSet()
-            compact.add_many(list(seen))
-            self.ids = seen = compact
-        if isinstance(seen, IdSet):
+            self.ids = seen = IdBuckets(frozen=seen, bits=14)
+        if isinstance(seen, IdBuckets):
             page.first = seen.add_many(page.ids)
             self._mark_malformed(page, seen)
             return
@@ -120,7 +119,7 @@ class Sightings:
             page.first = first
         self._mark_malformed(page, seen)
 
-    def _mark_malformed(self, page: RawPage, seen: set[str] | IdSet) -> None:
+    def _mark_malformed(self, page: RawPage, seen: set[str] | IdBuckets) -> None:
         page.first_malformed = []
         for broken in page.malformed:
             page.first_malformed.append(broken.record_id is not None and broken.record_id not in seen)
