@@ -21,7 +21,10 @@ and slept ``1/speed`` of it.
 Per run it prints, per chunk: host CPU (user + system of the host process, ``psutil``, from the POST to the end; the
 idle host's own polling, measured for two seconds before the POST, taken off in ``net ms``; and per episode,
 orchestration and entity, ``CPU/ep.``: the number of episodes moves between runs, see below), orchestration episodes,
-past events the episodes replayed, entity episodes and entity operations, audit API calls. The engine counts them
+past events the episodes replayed, entity episodes and entity operations, audit API calls; and per Graph query, its
+status checks (``checks/q.``) and how late the collector noticed it finished (``notice s``: from the moment the
+emulator turned it succeeded to the first status call after it, in collector seconds; ``notice %``: that delay as a
+share of the query's running time), what fewer episodes must not cost (``Noticing``). The engine counts them
 (``GET /admin/host/stats``); a checkout older than that route runs with ``bench/engine_probe`` on its path, which counts
 the same things from outside. ``--app LABEL=DIR`` runs another checkout (repeatable), ``--set LABEL:NAME=VALUE`` gives
 one a setting, e.g. the budget off::

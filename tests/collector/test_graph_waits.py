@@ -179,3 +179,28 @@ def test_version_2_holds_k_collects_every_record_once_and_halves_the_episodes_un
     mean = {v: sum(api.noticed.values()) / n for v, (_, api) in runs.items()}
     assert mean[2] <= mean[1] + 0.5, mean
     assert new_api.status_checks <= old_api.status_checks * 1.1, (old_api.status_checks, new_api.status_checks)
+
+
+def test_on_an_event_loop_it_sleeps_without_a_thread_and_checks_in_one() -> None:
+    """The hosted trigger's path: ``asyncio.sleep`` in short steps on a moved clock (here one that runs 10 s per
+    read), each check in a worker thread, the same result as the synchronous path."""
+    import asyncio
+    import threading
+
+    from activities.graph_waits import run_async
+
+    reads = iter(range(10_000))
+
+    def moved_now() -> datetime:
+        return T0 + timedelta(seconds=10 * next(reads))
+
+    threads: list[str] = []
+
+    def check() -> ActivityResult:
+        threads.append(threading.current_thread().name)
+        return DONE if len(threads) == 2 else PENDING
+
+    result = asyncio.run(run_async(poll(30.0), Waiter(moved_now, moved=True), check))
+    checked = GraphChecked.from_json(result.data)
+    assert checked.outcome == "export" and checked.checks == 2
+    assert threading.current_thread().name not in threads
