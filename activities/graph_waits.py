@@ -6,9 +6,10 @@ lane calls the check activity at once when its check is due within ``RunOptions.
 waits for it: it checks the query at ``notBefore`` and, while it is still running, again on the same schedule the
 lane would follow (``RunOptions.next_poll`` of its running time), as long as the next check is due within its wait
 (and before its budget slot's deadline). It returns when the query is finished (exported in the same call, as
-before) or when the next check would fall past that bound, saying how many checks it made and when it sent the last
-(``GraphChecked.checks``, ``checked_at``): the lane goes on from there. The checks are the ones the timers made, at
-the same moments, so a finished query is noticed no later; the episodes are one per activity.
+before) or when the next check would fall past that bound, saying how many checks it made and when the last was
+sent and due (``GraphChecked.checks``, ``checked_at``, ``due_at``): the lane goes on from there. The checks are the
+ones the timers made, at the same moments, so a finished query is noticed no later; the episodes are one per
+activity.
 
 The wait reads the app's clock (``Waiter.now``: ``shared.clock.utc_now``, moved by ``COLLECTOR_CLOCK_FILE`` in the
 local host's tests and benchmarks) and sleeps in short steps while that clock is moved, so a moved clock shortens it
@@ -109,13 +110,13 @@ def checks(poll: GraphPoll, now: Callable[[], datetime]) -> Generator[datetime |
     while True:
         if due > now():
             yield min(due, bound)
-        issued = now()
+        issued, planned = now(), min(due, bound)
         made += 1
         result = yield CHECK
         checked = GraphChecked.from_json(result.data) if result.data else None
         if checked is None or (result.error is not None and not result.needs_split):
             return result  # a failure: the lane retries it as before
-        marked = {**result.data, "checks": made, "checkedAt": iso(issued)}
+        marked = {**result.data, "checks": made, "checkedAt": iso(issued), "dueAt": iso(min(planned, issued))}
         if checked.outcome != query_rules.PENDING:
             return ActivityResult(result.ok, marked, result.error, result.needs_split)
         submitted = poll.submitted_at or issued

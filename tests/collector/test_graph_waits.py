@@ -99,8 +99,10 @@ def test_it_returns_at_the_first_finished_answer_with_the_export() -> None:
 
 def test_a_check_already_due_is_made_at_once_and_a_due_past_the_wait_is_made_at_the_bound() -> None:
     late = Clock(100.0)
-    moments, _ = played(poll(30.0, wait=5.0), late, [])
+    moments, result = played(poll(30.0, wait=5.0), late, [])
     assert moments == [100.0]  # due long ago: at once; the next (110) is past its 5 s
+    checked = GraphChecked.from_json(result.data)  # sent at 100, due at 30: a running time is learned from the 30
+    assert (checked.checked_at, checked.due_at) == (T0 + timedelta(seconds=100), T0 + timedelta(seconds=30))
     early = Clock(0.0)
     moments, _ = played(poll(90.0, wait=60.0), early, [])
     assert moments == [60.0]  # never waits longer than its bound, and checks once at least

@@ -107,6 +107,8 @@ class GraphChecked:
     """Window version 2: status checks this activity made (None: one, as before)."""
     checked_at: datetime | None = None
     """Window version 2: when the last of them was sent, by the activity's clock (None: not said)."""
+    due_at: datetime | None = None
+    """Window version 2: when the last of them was due by the schedule (it is sent at that moment or just after)."""
 
     def to_json(self) -> JsonDict:
         out: JsonDict = {"outcome": self.outcome, "rawStatus": self.raw_status}
@@ -116,12 +118,14 @@ class GraphChecked:
             out.update(summary=self.summary, reads=self.reads)
         if self.checks is not None:
             out.update(checks=self.checks, checkedAt=iso(self.checked_at) if self.checked_at else None)
+            out["dueAt"] = iso(self.due_at) if self.due_at else None
         return out
 
     @classmethod
     def from_json(cls, data: JsonDict) -> GraphChecked:
         limit, count, reads = data.get("limitExceeded"), data.get("approximateCount"), data.get("reads")
         summary, checks, checked_at = data.get("summary"), data.get("checks"), data.get("checkedAt")
+        due_at = data.get("dueAt")
         return cls(
             outcome=str(data.get("outcome")),
             raw_status=str(data.get("rawStatus", "failed")),
@@ -131,6 +135,7 @@ class GraphChecked:
             reads=int(reads) if reads is not None else None,
             checks=int(checks) if checks is not None else None,
             checked_at=parse_iso(checked_at) if checked_at else None,
+            due_at=parse_iso(due_at) if due_at else None,
         )
 
 

@@ -148,10 +148,9 @@ class GraphLanes:
             error = ActivityError("query_failed", f"the audit query ended {checked.raw_status}")
             return self._resubmit(host, lane, error)
         if lane.submitted_at is not None and checked.checked_at is not None:
-            # The activity made the check that found it finished: its later checks keep the schedule it was given,
-            # its first one is late when the activity started late (counted as due, as below).
-            found = checked.checked_at
-            done_by = min(found, due) if due is not None and (checked.checks or 1) == 1 else found
+            # The activity made the check that found it finished: it counts as done when that check was due (it is
+            # sent at that moment or a little after; late when the activity started late), as below.
+            done_by = min(checked.checked_at, checked.due_at or checked.checked_at)
             self._learn_duration((done_by - lane.submitted_at).total_seconds())
         elif lane.submitted_at is not None and checked_at is not None:
             # A check issued later than planned (the host was down) tells nothing about the time in between: the
