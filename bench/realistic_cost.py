@@ -132,6 +132,18 @@ class Noticing:
 
         stats.log_query = logged
 
+    def detail(self) -> list[str]:
+        """Per query: its running time, how late it was noticed, and its checks (seconds from its creation)."""
+        finishes, lines = dict(self.stats.query_finishes), []
+        for query_id, born in sorted(self.created.items(), key=lambda item: item[1]):
+            done = finishes.get(query_id)
+            if done is None:
+                continue
+            seen = [round(moment - born, 1) for moment in self.checks.get(query_id, [])]
+            late = min((m for m in seen if m >= done - born), default=float("nan")) - (done - born)
+            lines.append(f"ran {done - born:6.1f} s, noticed {late:5.1f} s late, checks at {seen}")
+        return lines
+
     def figures(self) -> dict[str, float]:
         finishes = dict(self.stats.query_finishes)
         late: list[float] = []
@@ -237,6 +249,8 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
     n = float(args.chunks)
     figures = {name: (after[name] - before[name]) / n for name in COUNTS}
     figures.update(noticing.figures())
+    if args.detail:
+        print("\n".join(f"{label:>10} {line}" for line in noticing.detail()), flush=True)
     episodes = figures["orchestration_episodes"] + figures["entity_episodes"]
     figures.update(
         cpu_ms=1000 * cpu / n,
@@ -283,6 +297,7 @@ def main() -> None:
     parser.add_argument("--app", action="append", type=parse_app, help="LABEL=DIR of a checkout to run (repeatable)")
     parser.add_argument("--set", action="append", default=[], help="LABEL:NAME=VALUE, a setting for one app")
     parser.add_argument("--probe", action="append", default=[], help="LABEL to count by the probe (to check it)")
+    parser.add_argument("--detail", action="store_true", help="list every query's checks and how late it was seen")
     parser.add_argument("--ratio", action="append", default=[], help="A/B: print A's figures over B's (repeatable)")
     args = parser.parse_args()
     settings: dict[str, dict[str, str]] = {}
