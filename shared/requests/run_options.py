@@ -13,7 +13,10 @@ WINDOW_VERSION = 2
 """The shape of the window's decisions a collection started now takes (``RunOptions.window_version``)."""
 
 POLL_WAIT_SECONDS = 60.0
-"""Window version 2: how long one Graph status-check activity may wait for its query (``RunOptions.poll_wait``)."""
+"""Window version 2: how long one Graph status-check activity may wait for its query (``RunOptions.poll_wait``)..."""
+POLL_WAIT_CHECKS = 6
+"""...and at most this many of the shortest intervals between checks (with the deployed 10 s, the 60 s above; the
+tests' fast polls keep their waits as short as their polls)."""
 
 TRANSITIONS_PER_EXECUTION = 100
 """Completions one execution handles before it continues as new (``RunOptions.transitions_per_execution``): about 4-5
@@ -116,7 +119,10 @@ class RunOptions:
             budget_quota=budget.quota,
             retention_days=settings.retention_days,
             window_version=WINDOW_VERSION,
-            poll_wait_seconds=POLL_WAIT_SECONDS,
+            poll_wait_seconds=min(
+                POLL_WAIT_SECONDS,
+                POLL_WAIT_CHECKS * min(settings.poll_min_interval_seconds, settings.poll_max_interval_seconds),
+            ),
             transitions_per_execution=TRANSITIONS_PER_EXECUTION,
             exchange_target_records=round(
                 settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)
