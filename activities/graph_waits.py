@@ -100,6 +100,8 @@ def checks(poll: GraphPoll, now: Callable[[], datetime]) -> Generator[datetime |
     bound = later(start, poll.wait_seconds)
     if poll.call.slot_deadline:
         bound = min(bound, parse_iso(poll.call.slot_deadline))
+    if poll.wait_until is not None:  # the window is switching executions: it waits for this activity too
+        bound = min(bound, poll.wait_until)
     schedule = RunOptions(
         poll_fraction=poll.poll_fraction,
         poll_min_interval_seconds=poll.poll_min_seconds,

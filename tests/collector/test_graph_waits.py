@@ -167,7 +167,7 @@ def test_version_2_holds_k_collects_every_record_once_and_halves_the_episodes_un
         driver = ReplayDriver(orchestrator_handle(), graph_activities(api, sink), seed=seed)
         api.clock = driver.activity_time
         options = {"window_version": version, "poll_wait_seconds": wait, "transitions_per_execution": 100}
-        driver.start(payload("graph", n, k, m=20, **options))
+        driver.start(payload("graph", n, k, m=5, **options))  # a few executions: the window switches
         assert driver.run().status is RuntimeStatus.COMPLETED
         assert max(driver.activities_in_flight) <= k
         assert sorted(collected_ids(sink)) == sorted(r["id"] for r in records)  # every record, once
@@ -175,7 +175,7 @@ def test_version_2_holds_k_collects_every_record_once_and_halves_the_episodes_un
         runs[version] = (driver, api)
     (old, old_api), (new, new_api) = runs[1], runs[2]
     assert head_mean(new.activities_in_flight, n, k) >= 0.9 * head_mean(old.activities_in_flight, n, k)
-    assert new.waited > 0 and old.waited == 0
+    assert new.waited > 0 and old.waited == 0 and new.executions > 2
     assert new.episodes <= old.episodes / 2, (old.episodes, new.episodes)
     # the same schedule: a finished query is noticed no later, with about as many status checks
     mean = {v: sum(api.noticed.values()) / n for v, (_, api) in runs.items()}

@@ -59,6 +59,8 @@ class GraphPoll:
     poll_fraction: float = 0.1
     poll_min_seconds: float = 10.0
     poll_max_seconds: float = 300.0
+    wait_until: datetime | None = None
+    """Waits no later than this either (the window switches executions once its activities in flight have ended)."""
 
     def to_json(self) -> JsonDict:
         out = self.call.to_json()
@@ -71,6 +73,8 @@ class GraphPoll:
                 "minSeconds": self.poll_min_seconds,
                 "maxSeconds": self.poll_max_seconds,
             }
+            if self.wait_until is not None:
+                out["poll"]["waitUntil"] = iso(self.wait_until)
         return out
 
     @classmethod
@@ -79,7 +83,7 @@ class GraphPoll:
         poll = data.get("poll")
         if not isinstance(poll, dict):
             return cls(call)
-        not_before, submitted = poll.get("notBefore"), poll.get("submittedAt")
+        not_before, submitted, until = poll.get("notBefore"), poll.get("submittedAt"), poll.get("waitUntil")
         return cls(
             call,
             parse_iso(not_before) if not_before else None,
@@ -88,6 +92,7 @@ class GraphPoll:
             float(poll.get("fraction", 0.1)),
             float(poll.get("minSeconds", 10.0)),
             float(poll.get("maxSeconds", 300.0)),
+            parse_iso(until) if until else None,
         )
 
 

@@ -52,6 +52,8 @@ class GraphLanes:
         """Graph queries by disposition (``QUERY_DISPOSITIONS``)."""
         self.durations: list[float] = [float(d) for d in state.sections.get(DURATIONS) or []]
         """Running times (seconds) of this collection's most recent finished queries, newest last."""
+        self._wait_until: dict[int, datetime] = {}
+        """Version 2, while the window switches: the moment a lane's check just called must end its wait by."""
 
     # --- what the window asks --------------------------------------------------------------------------------
     def resume_phase(self, lane: Lane) -> str:
@@ -89,6 +91,7 @@ class GraphLanes:
             options.poll_fraction,
             options.poll_min_interval_seconds,
             options.poll_max_interval_seconds,
+            self._wait_until.pop(lane.id, None),
         )
         return CallActivity(lane.id, names.ACTIVITY_GRAPH_COLLECT, poll.to_json())
 
@@ -164,6 +167,18 @@ class GraphLanes:
         the activity is called at once and waits for it itself (``lane.due`` is its ``notBefore``): one episode for
         its checks instead of two per check (the timer's, then the activity's)."""
         wait = self.options.poll_wait
+        if wait > 0 and host.switching:
+            # The execution ends once the activities in flight have (a waiting check among them, up to its wait):
+            # a check due before then is still made, waiting no longer than they do, rather than parked until the
+            # next execution; the others park with their due time.
+            ends = host.calls_end()
+            if ends is not None and due < ends:
+                lane.due = due
+                # what the window expects of this call: to end with the others (a millisecond early: it fits)
+                lane.call_seconds = max(0.0, (ends - host.now).total_seconds() - 0.001)
+                self._wait_until[lane.id] = ends
+                return host.next_call(lane)
+            return host.wait(lane, due)
         if wait > 0 and (due - host.now).total_seconds() <= wait:
             lane.due = due
             return host.next_call(lane)
