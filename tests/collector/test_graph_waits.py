@@ -206,3 +206,59 @@ def test_on_an_event_loop_it_sleeps_without_a_thread_and_checks_in_one() -> None
     checked = GraphChecked.from_json(result.data)
     assert checked.outcome == "export" and checked.checks == 2
     assert threading.current_thread().name not in threads
+
+
+# --- the lane's choice between a waiting call and a timer (pure) ---------------------------------------------------
+class Host:
+    """A window as a Graph lane sees it (``LaneHost``), switching or not, with the steps it was asked for."""
+
+    def __init__(self, switching: bool, ends: datetime | None) -> None:
+        self.now, self.switching, self.ends = T0, switching, ends
+
+    def calls_end(self) -> datetime | None:
+        return self.ends
+
+    def next_call(self, lane: Any) -> list[Any]:
+        return [("call", lane.due)]
+
+    def wait(self, lane: Any, until: datetime) -> list[Any]:
+        lane.due = until
+        return [("timer", until)]
+
+
+def lanes_v2() -> Any:
+    from shared.sources.graph.lanes import GraphLanes
+    from shared.window.state import Carried
+    from tests.collector.test_window_budget import spec
+
+    return GraphLanes(spec(source="graph", b=0, window_version=2, poll_wait_seconds=60.0), Carried())
+
+
+def lane() -> Any:
+    from shared.window.state import Lane
+
+    return Lane(0, Chunk(T0, T0 + timedelta(hours=1)), "poll", query_id="q1", submitted_at=T0)
+
+
+@pytest.mark.parametrize(
+    ("switching", "ends", "due", "step"),
+    [
+        (False, None, 30.0, "call"),  # due within the wait: the activity is called now and waits for it
+        (False, None, 90.0, "timer"),  # past the wait: a timer first, as before
+        (True, 50.0, 30.0, "call"),  # switching: due before the activities in flight end, checked meanwhile
+        (True, 50.0, 55.0, "timer"),  # ...due after: parked with its due time (the window parks a timer)
+        (True, None, 30.0, "timer"),
+    ],
+)
+def test_a_version_2_lane_calls_a_waiting_check_only_within_its_wait_and_a_switch(
+    switching: bool, ends: float | None, due: float, step: str
+) -> None:
+    lanes, chunk_lane = lanes_v2(), lane()
+    host = Host(switching, T0 + timedelta(seconds=ends) if ends is not None else None)
+    steps = lanes._check_at(host, chunk_lane, T0 + timedelta(seconds=due))
+    assert steps == [(step, T0 + timedelta(seconds=due))]
+    if step == "call":
+        base = ChunkCall("c1", TENANT, chunk_lane.chunk.to_json(), {}, query_id="q1")
+        sent = GraphPoll.from_json(lanes.call(chunk_lane, base).input)
+        assert sent.not_before == T0 + timedelta(seconds=due) and sent.wait_seconds == 60.0
+        assert sent.wait_until == host.ends  # while switching it waits no longer than the others
