@@ -7,12 +7,14 @@ they stream to the sink and only counts plus a claim check (object name, SHA-256
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from activities import graph_waits
 from activities.graph_export import GraphReads
 from activities.reread import earlier_read, write_window
 from shared import names
@@ -29,7 +31,7 @@ from shared.models import ActivityResult, Chunk, JsonDict
 from shared.redact import redact
 from shared.sinks.base import ChunkSink, write_bytes
 from shared.sources.graph import query_rules
-from shared.sources.graph.calls import GraphChecked, GraphDeleted, GraphSubmit, GraphSubmitted
+from shared.sources.graph.calls import GraphChecked, GraphDeleted, GraphPoll, GraphSubmit, GraphSubmitted
 from shared.window.calls import ChunkCall
 
 logger = logging.getLogger(__name__)
@@ -49,21 +51,25 @@ def query_display_name(collection_id: str, chunk: Chunk) -> str:
 
 def _guard(body: Callable[[], ActivityResult]) -> JsonDict:
     """Run a body, mapping the collector's expected errors onto the result envelope."""
+    return _guarded(body).to_json()
+
+
+def _guarded(body: Callable[[], ActivityResult]) -> ActivityResult:
     try:
-        return body().to_json()
+        return body()
     except NeedsSplitError as exc:
         logger.info("window needs a split: %s", exc)
         data: JsonDict = {"limit": exc.limit, "reportedCount": exc.reported_count, "reason": redact(str(exc))[:500]}
         if exc.evidence is not None:
             data["exchange"] = exc.evidence
-        return ActivityResult.split(data).to_json()
+        return ActivityResult.split(data)
     except CollectorError as exc:
         if isinstance(exc, TransientApiError) and exc.status == 429:  # left to the orchestrator's retry
             text = f"activity throttled (429), retried by the orchestrator: {exc}"
             log_event(logger, logging.WARNING, "api.throttled", text, status=429, retryAfterSeconds=exc.retry_after)
         else:
             logger.warning("activity failed (%s): %s", exc.kind, exc)
-        return ActivityResult.failure(exc).to_json()
+        return ActivityResult.failure(exc)
 
 
 def graph_submit(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> JsonDict:
@@ -121,8 +127,31 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
     decision (``shared.sources.graph.query_rules.graph_outcome``) reads the query's status and the input's
     ``allowIncomplete`` (the window cannot be split any further) and ``maxRecords``. Records the request's filters
     exclude are trimmed and counted (``shared.audit.filter_check``): the service's own filtering is not trusted.
+    A payload that may wait (window version 2, ``GraphPoll``) checks on its schedule with the waiter of
+    ``activities.graph_waits.waiting_with`` (once, at once, without one).
     """
-    call = ChunkCall.from_json(payload)
+    poll = GraphPoll.from_json(payload)
+    check = _collect_check(api, sink, poll.call)
+    waiter = graph_waits.current()
+    if poll.wait_seconds <= 0 or waiter is None:
+        return check().to_json()
+    return graph_waits.run(poll, waiter, check).to_json()
+
+
+async def graph_collect_async(
+    api: AuditQueryApi, sink: ChunkSink, payload: JsonDict, waiter: graph_waits.Waiter
+) -> JsonDict:
+    """``graph_collect`` on an event loop: a waiting payload sleeps with ``asyncio.sleep`` between its checks, and
+    every check (blocking HTTP, the export) runs in a thread."""
+    poll = GraphPoll.from_json(payload)
+    check = _collect_check(api, sink, poll.call)
+    if poll.wait_seconds <= 0:
+        return (await asyncio.to_thread(check)).to_json()
+    return (await graph_waits.run_async(poll, waiter, check)).to_json()
+
+
+def _collect_check(api: AuditQueryApi, sink: ChunkSink, call: ChunkCall) -> Callable[[], ActivityResult]:
+    """One status check of the chunk's query (and its export when it is done), as a result envelope."""
     chunk = call.chunk
 
     def body() -> ActivityResult:
@@ -163,7 +192,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
         exported = dataclasses.replace(checked, summary=summary.to_json(), reads=len(reads.reads))
         return ActivityResult.success(exported.to_json())
 
-    return _guard(body)
+    return lambda: _guarded(body)
 
 
 def graph_delete(api: AuditQueryApi, payload: JsonDict) -> JsonDict:
@@ -227,6 +256,7 @@ __all__: list[Any] = [
     "exchange_collect",
     "finalize",
     "graph_collect",
+    "graph_collect_async",
     "graph_delete",
     "graph_submit",
 ]

@@ -21,7 +21,10 @@ and slept ``1/speed`` of it.
 Per run it prints, per chunk: host CPU (user + system of the host process, ``psutil``, from the POST to the end; the
 idle host's own polling, measured for two seconds before the POST, taken off in ``net ms``; and per episode,
 orchestration and entity, ``CPU/ep.``: the number of episodes moves between runs, see below), orchestration episodes,
-past events the episodes replayed, entity episodes and entity operations, audit API calls. The engine counts them
+past events the episodes replayed, entity episodes and entity operations, audit API calls; and per Graph query, its
+status checks (``checks/q.``) and how late the collector noticed it finished (``notice s``: from the moment the
+emulator turned it succeeded to the first status call after it, in collector seconds; ``notice %``: that delay as a
+share of the query's running time), what fewer episodes must not cost (``Noticing``). The engine counts them
 (``GET /admin/host/stats``); a checkout older than that route runs with ``bench/engine_probe`` on its path, which counts
 the same things from outside. ``--app LABEL=DIR`` runs another checkout (repeatable), ``--set LABEL:NAME=VALUE`` gives
 one a setting, e.g. the budget off::
@@ -108,6 +111,61 @@ def fast_time(clock: OffsetFileClock, args: argparse.Namespace, pid: int) -> Any
         thread.join()
 
 
+class Noticing:
+    """How late the collector notices that a Graph query finished: from the moment the emulator turns it succeeded
+    (``Stats.query_finishes``, in the moved clock's seconds) to the first status call after it (the check whose answer
+    the lane acts on), in collector seconds and as a share of the query's running time. It listens to the emulator's
+    query log, noting each create and status call on the moved clock."""
+
+    def __init__(self, stats: Any, clock: OffsetFileClock) -> None:
+        self.stats, self.clock = stats, clock
+        self.created: dict[str, float] = {}
+        self.checks: dict[str, list[float]] = {}
+        log = stats.log_query
+
+        def logged(tenant_id: str, kind: str, query_id: str, api: str = "graph", call: str = "") -> None:
+            if api == "graph" and call == "create":
+                self.created.setdefault(query_id, clock.now().timestamp())
+            elif api == "graph" and call == "status":
+                self.checks.setdefault(query_id, []).append(clock.now().timestamp())
+            log(tenant_id, kind, query_id, api, call)
+
+        stats.log_query = logged
+
+    def detail(self) -> list[str]:
+        """Per query: its running time, how late it was noticed, and its checks (seconds from its creation)."""
+        finishes, lines = dict(self.stats.query_finishes), []
+        for query_id, born in sorted(self.created.items(), key=lambda item: item[1]):
+            done = finishes.get(query_id)
+            if done is None:
+                continue
+            seen = [round(moment - born, 1) for moment in self.checks.get(query_id, [])]
+            late = min((m for m in seen if m >= done - born), default=float("nan")) - (done - born)
+            lines.append(f"ran {done - born:6.1f} s, noticed {late:5.1f} s late, checks at {seen}")
+        return lines
+
+    def figures(self) -> dict[str, float]:
+        finishes = dict(self.stats.query_finishes)
+        late: list[float] = []
+        share: list[float] = []
+        checks: list[int] = []
+        for query_id, born in self.created.items():
+            done, seen = finishes.get(query_id), self.checks.get(query_id, [])
+            after = [moment for moment in seen if done is not None and moment >= done]
+            if done is None or not after:
+                continue
+            late.append(min(after) - done)
+            share.append(late[-1] / max(done - born, 1e-9))
+            checks.append(len(seen))
+        if not late:
+            return {"notice_s": 0.0, "notice_share": 0.0, "checks": 0.0}
+        return {
+            "notice_s": statistics.mean(late),
+            "notice_share": 100 * statistics.mean(share),
+            "checks": statistics.mean(checks),
+        }
+
+
 class Counts:
     """The engine's counters: its stats route, or the probe's file for a checkout without one."""
 
@@ -160,6 +218,7 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
             env["BENCH_ENGINE_PROBE"] = str(probe_file)
         with run_emulator(config, clock=clock.now) as emulator:
             emulator.graph.clock = lambda: clock.now().timestamp()  # query latency in the moved time
+            noticing = Noticing(emulator.stats, clock)
             emulator.register_app(AppRegistration(TENANT, CLIENT, client_secret=SECRET))
             with (
                 serve(emulator, work, env, app_dir=app, clock_file=clock.path, deviations=departs) as host,
@@ -189,6 +248,9 @@ def run_once(label: str, app: Path, args: argparse.Namespace, extra: dict[str, s
             raise SystemExit(f"{app}: collection ended {summary['status']}: {json.dumps(summary)[:2000]}")
     n = float(args.chunks)
     figures = {name: (after[name] - before[name]) / n for name in COUNTS}
+    figures.update(noticing.figures())
+    if args.detail:
+        print("\n".join(f"{label:>10} {line}" for line in noticing.detail()), flush=True)
     episodes = figures["orchestration_episodes"] + figures["entity_episodes"]
     figures.update(
         cpu_ms=1000 * cpu / n,
@@ -211,6 +273,9 @@ COLUMNS = (
     ("entity_episodes", "entity ep.", "{:.2f}"),
     ("entity_operations", "entity ops", "{:.2f}"),
     ("calls", "API calls", "{:.2f}"),
+    ("checks", "checks/q.", "{:.2f}"),
+    ("notice_s", "notice s", "{:.1f}"),
+    ("notice_share", "notice %", "{:.1f}"),
 )
 
 
@@ -232,6 +297,7 @@ def main() -> None:
     parser.add_argument("--app", action="append", type=parse_app, help="LABEL=DIR of a checkout to run (repeatable)")
     parser.add_argument("--set", action="append", default=[], help="LABEL:NAME=VALUE, a setting for one app")
     parser.add_argument("--probe", action="append", default=[], help="LABEL to count by the probe (to check it)")
+    parser.add_argument("--detail", action="store_true", help="list every query's checks and how late it was seen")
     parser.add_argument("--ratio", action="append", default=[], help="A/B: print A's figures over B's (repeatable)")
     args = parser.parse_args()
     settings: dict[str, dict[str, str]] = {}

@@ -9,8 +9,14 @@ from shared.budget.wire import BudgetOptions
 from shared.models import JsonDict
 from shared.settings import Settings
 
-WINDOW_VERSION = 1
+WINDOW_VERSION = 2
 """The shape of the window's decisions a collection started now takes (``RunOptions.window_version``)."""
+
+POLL_WAIT_SECONDS = 60.0
+"""Window version 2: how long one Graph status-check activity may wait for its query (``RunOptions.poll_wait``)..."""
+POLL_WAIT_CHECKS = 6
+"""...and at most this many of the shortest intervals between checks (with the deployed 10 s, the 60 s above; the
+tests' fast polls keep their waits as short as their polls)."""
 
 TRANSITIONS_PER_EXECUTION = 100
 """Completions one execution handles before it continues as new (``RunOptions.transitions_per_execution``): about 4-5
@@ -65,7 +71,12 @@ class RunOptions:
     """The shape of the window's decisions, fixed when the collection starts so that its running executions replay
     as they ran: 0 (an input written before issue 28): a lane's budget slot is handed on only by chunks shorter than a
     poll, and each Graph submission asks the budget for its credit; 1: slots are kept across chunks while nobody
-    waits and credits are taken a few at once (``BudgetOptions.keep``)."""
+    waits and credits are taken a few at once (``BudgetOptions.keep``); 2: as 1, and a Graph lane's status checks
+    wait in the activity (``poll_wait_seconds``)."""
+    poll_wait_seconds: float = 0.0
+    """Window version 2: a Graph status check due within this many seconds is made by an activity called at once,
+    which waits for it and goes on checking on the same schedule until its query is finished or this bound passed
+    (one activity, one orchestration episode, instead of a timer and an activity per check). 0: a timer per check."""
     source_options: JsonDict = field(default_factory=dict)
     """What the collection's source fixed when it started, in its own words (``shared.sources``: a source added later
     keeps its knobs here rather than in new fields). Left out of the JSON when empty, so the inputs of the sources
@@ -108,6 +119,10 @@ class RunOptions:
             budget_quota=budget.quota,
             retention_days=settings.retention_days,
             window_version=WINDOW_VERSION,
+            poll_wait_seconds=min(
+                POLL_WAIT_SECONDS,
+                POLL_WAIT_CHECKS * min(settings.poll_min_interval_seconds, settings.poll_max_interval_seconds),
+            ),
             transitions_per_execution=TRANSITIONS_PER_EXECUTION,
             exchange_target_records=round(
                 settings.exchange_target_fraction * min(RESULT_SIZE, settings.audit.exchange_session_cap)
@@ -116,6 +131,11 @@ class RunOptions:
                 settings.exchange_target_fraction * settings.audit.exchange_session_cap
             ),
         )
+
+    @property
+    def poll_wait(self) -> float:
+        """Seconds a Graph status-check activity may wait in-process (0 before window version 2)."""
+        return self.poll_wait_seconds if self.window_version >= 2 else 0.0
 
     def first_poll(self, expected: float | None) -> float:
         """Seconds from a query's submission to its first status check.

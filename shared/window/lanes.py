@@ -38,6 +38,15 @@ class LaneHost(Protocol):
     @property
     def state(self) -> Carried: ...
 
+    @property
+    def switching(self) -> bool:
+        """The execution has started its chunks and will continue as new once no call is in flight."""
+        ...
+
+    def calls_end(self) -> datetime | None:
+        """When the activities in flight should all have ended (None: none is)."""
+        ...
+
     def wait(self, lane: Lane, until: datetime) -> list[Step]:
         """The lane's next step after a timer (parked when the window switches executions)."""
         ...

@@ -334,12 +334,18 @@ class CollectionWindow:
         """
         if expected is None:
             return False
+        ends = self.calls_end()
+        return ends is not None and later(self.now, expected) <= ends
+
+    def calls_end(self) -> datetime | None:
+        """When the activities in flight should all have ended (each expected to take as long as its lane's previous
+        call); None when none is in flight."""
         ends = [
             max(self.now, later(lane.issued_at, lane.call_seconds or 0.0))
             for lane in self.lanes.values()
             if lane.issued_at is not None
         ]
-        return bool(ends) and later(self.now, expected) <= max(ends)
+        return max(ends) if ends else None
 
     def wait(self, lane: Lane, until: datetime) -> list[Step]:
         lane.due = until

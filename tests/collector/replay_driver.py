@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from activities.graph_waits import Waiter, waiting_with
 from durable_local.entities.messages import RequestMessage, ResponseMessage
 from durable_local.history import event_raised, event_type, execution_started, task_completed, task_failed
 from durable_local.model import (
@@ -106,6 +107,11 @@ class ReplayDriver:
         """Every Nth activity run runs twice and both completions arrive (crash points C2/C9)."""
         self.activity_runs = 0
         self.reruns = 0
+        self.waited = 0.0
+        self._local = NOW
+        self.finishing: list[tuple[datetime, TaskMessage]] = []
+        """Completions of activities that waited, with the moment each one answers."""
+        """Seconds activities spent waiting for their Graph queries (window version 2), on the driver's clock."""
         self.timer_delays: dict[int, timedelta] = {}
         """How far ahead each scheduled timer message was set (by ``id`` of its message), to tell its kind."""
         self.fired_delays: list[timedelta] = []
@@ -174,6 +180,9 @@ class ReplayDriver:
             self.work.append(message)
             self.reruns += 1
             return
+        if self._local > self.now:  # it waited: it answers when its own time is up, the others run meanwhile
+            self.finishing.append((self._local, TaskMessage(message.instance_id, message.execution_id, event)))
+            return
         self.inbox.append(TaskMessage(message.instance_id, message.execution_id, event))
         if self.twice_every and self.activity_runs % self.twice_every == 0:
             # C9 (or C2): the work item runs again and a second completion arrives; replay ignores it
@@ -184,12 +193,27 @@ class ReplayDriver:
         scheduled = message.event
         fn = self.registry.activity(scheduled["Name"])
         assert fn is not None
+        # Activities check their slot's deadline on the driver's clock. A Graph check that waits for its query
+        # (window version 2) moves a clock of its own from the driver's "now": it runs beside the other work and
+        # its completion arrives when its time is up (``finishing``).
+        self._local = self.now
         try:
-            with activity_clock(lambda: self.now):  # activities check their slot's deadline on the driver's clock
+            with activity_clock(lambda: self._local), waiting_with(Waiter(lambda: self._local, self._pass)):
                 result = fn(scheduled["Input"])
-            return task_completed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], result=result)
+            return task_completed(timestamp=self._local, task_scheduled_id=scheduled["EventId"], result=result)
         except Exception as exc:  # an activity bug surfaces as TaskFailed, as on Azure
-            return task_failed(timestamp=self.now, task_scheduled_id=scheduled["EventId"], reason=str(exc), details="")
+            return task_failed(
+                timestamp=self._local, task_scheduled_id=scheduled["EventId"], reason=str(exc), details=""
+            )
+
+    def activity_time(self) -> datetime:
+        """The clock of the activity running now (the driver's, moved by a Graph check's wait): a fake service
+        whose queries finish by time reads it."""
+        return self._local
+
+    def _pass(self, seconds: float) -> None:
+        self._local += timedelta(seconds=seconds)
+        self.waited += seconds
 
     def run(self, max_steps: int = 100_000) -> EpisodeResult:
         for _ in range(max_steps):
@@ -203,6 +227,12 @@ class ReplayDriver:
                     self.inbox.append(timer.message)
                     self.fired_delays.append(self.timer_delays[id(timer)])
                 continue
+            answered = [f for f in self.finishing if f[0] <= self.now]
+            if answered:
+                for item in answered:
+                    self.finishing.remove(item)
+                    self.inbox.append(item[1])
+                continue
             if self.work:
                 self._run_activity()
                 self.now += timedelta(milliseconds=10)
@@ -210,8 +240,9 @@ class ReplayDriver:
             # Timers of an execution that ended (cancelled ones included) would only be discarded on delivery.
             current = self.result.execution_id if self.result else None
             self.timers = [t for t in self.timers if t.message.execution_id == current]
-            if self.timers and not self.done:
-                self.now = min(t.visible_at or self.now for t in self.timers)
+            if (self.timers or self.finishing) and not self.done:
+                moments = [t.visible_at or self.now for t in self.timers] + [at for at, _ in self.finishing]
+                self.now = min(moments)
                 continue
             break
         assert self.result is not None

@@ -50,6 +50,10 @@ def test_window_holds_k_at_the_emulator(make_emulator: MakeEmulator, tmp_path: P
         # Nor is it the sizing of Exchange windows, whose first lane probes the tenant alone for one call.
         "COLLECTOR_EXCHANGE_TARGET_FRACTION": "0",
         "AUDIT_HTTP_TIMEOUT_SECONDS": "600",  # a held call is slow, not lost
+        # ...and a held query slow, not stuck: from window version 2 its checks keep their schedule inside one
+        # activity (five a second at the fast polls, where a timer and an activity per check made fewer), so the
+        # fast polls' 40 checks would give it up after 8 s of holding on a loaded machine
+        "COLLECTOR_MAX_POLLS": "400",
     }
     with serve(emulator, tmp_path, env) as host:
         assert host.post(body(end, interval=60, k=k, source=source, collectionId=f"k{k}")).status_code == 202

@@ -2,8 +2,10 @@
 resubmit a query given up on, delete it when deletion is on; what the collection learns of its queries' running
 times, and what became of each query.
 
-Phases: ``SUBMIT`` -> ``POLL`` (a timer, then one activity that checks the query and exports it once it is done)
-[-> ``DELETE`` when deletion is on]. Pure, like the window it runs in (``shared.window.lanes.SourceLanes``).
+Phases: ``SUBMIT`` -> ``POLL`` (a timer, then one activity that checks the query and exports it once it is done;
+from window version 2 a check due within ``RunOptions.poll_wait`` is an activity called at once that waits for it
+and goes on checking, ``shared.sources.graph.calls.GraphPoll``) [-> ``DELETE`` when deletion is on]. Pure, like
+the window it runs in (``shared.window.lanes.SourceLanes``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from shared import names
 from shared.models import ActivityError, ActivityResult, Chunk, JsonDict
 from shared.requests.collection_spec import CollectionSpec
 from shared.sources.graph import query_rules
-from shared.sources.graph.calls import GraphChecked, GraphDeleted, GraphSubmit, GraphSubmitted
+from shared.sources.graph.calls import GraphChecked, GraphDeleted, GraphPoll, GraphSubmit, GraphSubmitted
 from shared.window.calls import ChunkCall
 from shared.window.lanes import LaneHost
 from shared.window.state import CallActivity, Carried, Lane, Step, later
@@ -50,6 +52,8 @@ class GraphLanes:
         """Graph queries by disposition (``QUERY_DISPOSITIONS``)."""
         self.durations: list[float] = [float(d) for d in state.sections.get(DURATIONS) or []]
         """Running times (seconds) of this collection's most recent finished queries, newest last."""
+        self._wait_until: dict[int, datetime] = {}
+        """Version 2, while the window switches: the moment a lane's check just called must end its wait by."""
 
     # --- what the window asks --------------------------------------------------------------------------------
     def resume_phase(self, lane: Lane) -> str:
@@ -76,8 +80,20 @@ class GraphLanes:
     def call(self, lane: Lane, base: ChunkCall) -> CallActivity:
         if lane.phase == SUBMIT:
             return CallActivity(lane.id, names.ACTIVITY_GRAPH_SUBMIT, GraphSubmit(base, lane.resubmits).to_json())
-        name = names.ACTIVITY_GRAPH_DELETE if lane.phase == DELETE else names.ACTIVITY_GRAPH_COLLECT
-        return CallActivity(lane.id, name, base.to_json())
+        if lane.phase == DELETE:
+            return CallActivity(lane.id, names.ACTIVITY_GRAPH_DELETE, base.to_json())
+        options = self.options
+        poll = GraphPoll(
+            base,
+            lane.due,
+            lane.submitted_at,
+            options.poll_wait,
+            options.poll_fraction,
+            options.poll_min_interval_seconds,
+            options.poll_max_interval_seconds,
+            self._wait_until.pop(lane.id, None),
+        )
+        return CallActivity(lane.id, names.ACTIVITY_GRAPH_COLLECT, poll.to_json())
 
     def ended(self, host: LaneHost, lane: Lane, result: ActivityResult) -> list[Step] | None:
         if lane.phase != DELETE:
@@ -93,7 +109,7 @@ class GraphLanes:
             lane.query_id = GraphSubmitted.from_json(result.data).query_id
             lane.phase = POLL
             lane.submitted_at = host.now
-            return host.wait(lane, later(host.now, self.options.first_poll(self.expected_duration)))
+            return self._check_at(host, lane, later(host.now, self.options.first_poll(self.expected_duration)))
         return self._polled(host, lane, GraphChecked.from_json(result.data), checked_at, due)
 
     def concluding(self, host: LaneHost, lane: Lane) -> list[Step] | None:
@@ -119,26 +135,54 @@ class GraphLanes:
     ) -> list[Step]:
         """The collect activity checked the query (and exported it when it was finished); ``due``: when the check was
         planned."""
-        lane.polls += 1
+        lane.polls += checked.checks or 1
         now = host.now
         if checked.outcome == query_rules.PENDING:
             # Counted from when this check was issued, not from when its answer arrived: the delay of delivering
             # the answer is not added to every interval, so checks stay a fraction of the running time apart.
-            issued = checked_at or now
+            # An activity that waited for its checks (version 2) says when it sent its last one.
+            issued = checked.checked_at or checked_at or now
             running = (issued - (lane.submitted_at or issued)).total_seconds()
             if query_rules.stuck(lane.polls, running, self.options.max_polls):
                 why = f"still running after {lane.polls} status checks ({running:.0f} s)"
                 return self._resubmit(host, lane, ActivityError("poll_timeout", f"the audit query was {why}"))
-            return host.wait(lane, max(now, later(issued, self.options.next_poll(running))))
+            return self._check_at(host, lane, max(now, later(issued, self.options.next_poll(running))))
         if checked.outcome == query_rules.FAILED:
             error = ActivityError("query_failed", f"the audit query ended {checked.raw_status}")
             return self._resubmit(host, lane, error)
-        if lane.submitted_at is not None and checked_at is not None:
+        if lane.submitted_at is not None and checked.checked_at is not None:
+            # The activity made the check that found it finished: it counts as done when that check was due (it is
+            # sent at that moment or a little after; late when the activity started late), as below.
+            done_by = min(checked.checked_at, checked.due_at or checked.checked_at)
+            self._learn_duration((done_by - lane.submitted_at).total_seconds())
+        elif lane.submitted_at is not None and checked_at is not None:
             # A check issued later than planned (the host was down) tells nothing about the time in between: the
             # query counts as done when the check was due, else an outage would be learned as a running time.
             done_by = min(checked_at, due) if due is not None else checked_at
             self._learn_duration((done_by - lane.submitted_at).total_seconds())
         return host.conclude(lane, ("done", checked.summary))
+
+    def _check_at(self, host: LaneHost, lane: Lane, due: datetime) -> list[Step]:
+        """The lane's next status check, due at ``due``: from version 2, when it is due within the activity's wait,
+        the activity is called at once and waits for it itself (``lane.due`` is its ``notBefore``): one episode for
+        its checks instead of two per check (the timer's, then the activity's)."""
+        wait = self.options.poll_wait
+        if wait > 0 and host.switching:
+            # The execution ends once the activities in flight have (a waiting check among them, up to its wait):
+            # a check due before then is still made, waiting no longer than they do, rather than parked until the
+            # next execution; the others park with their due time.
+            ends = host.calls_end()
+            if ends is not None and due < ends:
+                lane.due = due
+                # what the window expects of this call: to end with the others (a millisecond early: it fits)
+                lane.call_seconds = max(0.0, (ends - host.now).total_seconds() - 0.001)
+                self._wait_until[lane.id] = ends
+                return host.next_call(lane)
+            return host.wait(lane, due)
+        if wait > 0 and (due - host.now).total_seconds() <= wait:
+            lane.due = due
+            return host.next_call(lane)
+        return host.wait(lane, due)
 
     def _resubmit(self, host: LaneHost, lane: Lane, error: ActivityError) -> list[Step]:
         """A query given up on (failed, vanished, stuck): submitted again under a new name, a bounded number of times
