@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from activities.chunk_parts import ChunkParts, PartRecord, part_key
+from activities.feed_cache import FeedCache
 from shared.audit.error_body import THROTTLED
 from shared.audit.feed_errors import FeedContentExpiredError
 from shared.audit.feed_paging import LOOKBACK
@@ -44,8 +45,15 @@ from shared.sources.feed.calls import (
 THROTTLING_CODE = "AF429"
 
 
-def feed_read(api: ActivityFeedApi, parts: ChunkParts, read: FeedRead, now: Callable[[], datetime]) -> ActivityResult:
-    """One call of the lane's chunk: where the next goes on (``cursor``), or the ``summary`` once committed."""
+def feed_read(
+    api: ActivityFeedApi,
+    parts: ChunkParts,
+    read: FeedRead,
+    now: Callable[[], datetime],
+    cache: FeedCache | None = None,
+) -> ActivityResult:
+    """One call of the lane's chunk: where the next goes on (``cursor``), or the ``summary`` once committed;
+    ``cache``: the tenant's content cache (``activities.feed_cache``), None to fetch every blob listed."""
     base = read.call
     cursor = FeedCursor.from_json(read.cursor) if read.cursor is not None else None
     before = cursor.total if cursor is not None else Tally()
@@ -63,7 +71,9 @@ def feed_read(api: ActivityFeedApi, parts: ChunkParts, read: FeedRead, now: Call
             with deadline.guarding(every_request=True):  # ...and still be, right before each request
                 if cursor is None:
                     cursor = _first(api, read, now())
-                record = _read(api, parts, key, cursor.skip_started())
+                    if cache is not None:
+                        cache.prune(now())
+                record = _read(api, parts, key, cursor.skip_started(), cache)
         except TransientApiError as exc:
             raise _throttled(exc) from None
     after = FeedCursor.from_json(record.outcome)
@@ -90,8 +100,9 @@ def _first(api: ActivityFeedApi, read: FeedRead, now: datetime) -> FeedCursor:
     return cursor
 
 
-def _read(api: ActivityFeedApi, parts: ChunkParts, key: str, cursor: FeedCursor) -> PartRecord:
-    """Read the cursor's next piece into part ``key`` (an empty part when every content type is done)."""
+def _read(api: ActivityFeedApi, parts: ChunkParts, key: str, cursor: FeedCursor, cache: FeedCache | None) -> PartRecord:
+    """Read the cursor's next piece into part ``key`` (an empty part when every content type is done): a listed blob
+    from the cache when an earlier read fetched it, else from the feed (then cached)."""
     tally = Tally(calls=1)
     progress = {"read": 0, "all": True}
     content_type = cursor.types[cursor.index] if not cursor.done else ""
@@ -108,12 +119,15 @@ def _read(api: ActivityFeedApi, parts: ChunkParts, key: str, cursor: FeedCursor)
         seen: set[str] = set()
         for content in todo:
             try:
-                page = api.fetch(content)
+                page, hit = cache.read(content, api.fetch) if cache is not None else (api.fetch(content), False)
             except FeedContentExpiredError:
                 tally.expired += 1
                 tally.expired_ids.append(content.content_id)
                 continue
-            tally.fetched += 1
+            if hit:
+                tally.cached += 1
+            else:
+                tally.fetched += 1
             yield _first_seen(page, seen, tally)
         progress["read"] = len(todo)
 

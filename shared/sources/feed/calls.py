@@ -73,8 +73,9 @@ class FeedReadResult(CursorResult):
 
 @dataclass(slots=True)
 class Tally:
-    """What reads of the feed did: listing pieces read, blobs listed and fetched, records they held, records a blob
-    repeated, blobs that had expired (with the first few ids), subscriptions the reads started."""
+    """What reads of the feed did: listing pieces read, blobs listed, fetched from the feed and read from the
+    collector's content cache instead (an earlier window fetched them), records they held, records a blob repeated,
+    blobs that had expired (with the first few ids), subscriptions the reads started."""
 
     calls: int = 0
     listed: int = 0
@@ -84,6 +85,7 @@ class Tally:
     expired: int = 0
     expired_ids: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
+    cached: int = 0
 
     def add(self, other: Tally) -> None:
         self.calls += other.calls
@@ -94,6 +96,7 @@ class Tally:
         self.expired += other.expired
         self.expired_ids = (self.expired_ids + [i for i in other.expired_ids if i not in self.expired_ids])[:5]
         self.started += [t for t in other.started if t not in self.started]
+        self.cached += other.cached
 
     def minus(self, before: Tally) -> Tally:
         """What was done since ``before`` (the counts; the lists as they are now)."""
@@ -106,6 +109,7 @@ class Tally:
             self.expired - before.expired,
             list(self.expired_ids),
             [t for t in self.started if t not in before.started],
+            self.cached - before.cached,
         )
 
     def to_json(self) -> JsonDict:
@@ -113,6 +117,7 @@ class Tally:
             "calls": self.calls,
             "listed": self.listed,
             "fetched": self.fetched,
+            "cached": self.cached,
             "records": self.records,
             "repeats": self.repeats,
             "expired": self.expired,
@@ -132,6 +137,7 @@ class Tally:
             int(data.get("expired", 0)),
             [str(i) for i in data.get("expiredIds") or ()],
             [str(t) for t in data.get("started") or ()],
+            int(data.get("cached", 0)),
         )
 
 
@@ -222,6 +228,7 @@ class FeedCursor:
             "published": {"start": iso(self.published_from), "end": iso(self.published_until)},
             "listed": tally.listed,
             "fetched": tally.fetched,
+            "cached": tally.cached,
             "records": tally.records,
             "repeats": tally.repeats,
             "expired": tally.expired,
@@ -233,7 +240,8 @@ class FeedCursor:
             entry["detail"] = "; ".join(reasons)
         else:
             entry["detail"] = (
-                f"read every blob the feed listed as published in {span}; records of this window published after "
+                f"read every blob the feed listed as published in {span} (fetched, or from the collector's content "
+                f"cache when an earlier read fetched it); records of this window published after "
                 f"{iso(self.published_until)} are not in it (the feed publishes late: usually within hours, after "
                 "an outage days later)"
             )
@@ -300,6 +308,7 @@ def tally_of(evidence: list[JsonDict] | tuple[JsonDict, ...], calls: int) -> Tal
             continue
         total.listed += int(entry.get("listed", 0))
         total.fetched += int(entry.get("fetched", 0))
+        total.cached += int(entry.get("cached", 0))
         total.records += int(entry.get("records", 0))
         total.repeats += int(entry.get("repeats", 0))
         total.expired += int(entry.get("expired", 0))
