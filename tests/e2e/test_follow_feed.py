@@ -122,6 +122,8 @@ def test_a_feed_follower_is_exact_for_a_week_through_a_kill_and_reads_no_graph_o
     print(f"feed week: {time.monotonic() - began:.0f} s, graph queries by window day {graph_days(emulator)}")
     blobs, fetches, most = fetches_per_blob(emulator)
     print(f"feed week: {blobs} blobs fetched {fetches} times ({fetches / max(blobs, 1):.2f} per blob, most {most})")
+    stats = emulator.feed.stats
+    print(f"feed week: {stats.requests[TENANT]} feed requests, {stats.list_pages[TENANT]} listing pages")
     # Each blob once per follower (the content cache): before it, 1,443 blobs were fetched 13,143 times (9.11 per
     # blob, one 15 times). The kill -9 may lose the cache entry of a fetch in flight: at most one per running lane.
     assert blobs > 1000 and fetches - blobs <= LANES and most <= 2, (blobs, fetches, most)
