@@ -31,13 +31,14 @@ from shared.audit.feed_paging import LOOKBACK
 from shared.audit.ports import ActivityFeedApi, AuditRecord, RecordPage, TimeWindow
 from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import TransientApiError
-from shared.models import ActivityResult, iso
+from shared.models import ActivityResult, iso, parse_iso
 from shared.sources.feed.calls import (
     MAX_BLOBS,
     FeedCursor,
     FeedRead,
     FeedReadResult,
     Tally,
+    moment_text,
     publication_window,
     tally_of,
 )
@@ -92,7 +93,7 @@ def _first(api: ActivityFeedApi, read: FeedRead, now: datetime) -> FeedCursor:
     missing = [t for t in read.content_types if t not in current or not current[t].enabled]
     if missing:
         api.ensure_subscriptions(read.content_types)  # raises FeedSubscriptionError when one cannot be started
-    cursor = FeedCursor(start, until, read.content_types, cut_from=cut)
+    cursor = FeedCursor(start, until, read.content_types, cut_from=cut, window_end=chunk.end)
     cursor.started_at = {t: iso(now) for t in missing}
     cursor.tallies = {t: Tally(started=[t]) for t in missing}
     if start >= until:  # nothing was published in the window yet (it ended minutes ago): nothing to list
@@ -163,7 +164,18 @@ def _first_seen(page: RecordPage, seen: set[str], tally: Tally) -> RecordPage:
         if times is not None and page.times is not None:
             times.append(page.times[index])
     tally.records += len(records)
+    happened = page.times if page.times is not None else [_time_of(r) for r in page.records]
+    newest = max((t for t in happened if t is not None), default=None)
+    if newest is not None:
+        tally.newest = max(tally.newest, moment_text(newest))
     return RecordPage(records, page.malformed, times)
+
+
+def _time_of(record: AuditRecord) -> datetime | None:
+    try:
+        return parse_iso(str(record.get("createdDateTime")))
+    except ValueError:
+        return None
 
 
 def _throttled(exc: TransientApiError) -> TransientApiError:
