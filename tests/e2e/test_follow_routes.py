@@ -42,7 +42,8 @@ def test_collection_routes_on_a_followers_ids_say_what_to_use(make_emulator: Mak
     bad_window = (start + timedelta(hours=1), start + timedelta(hours=2))
     emulator.faults.fail_query_windows = (bad_window,)  # its first pass lists one failed window
     with serve(emulator, tmp_path, clock_file=clock.path) as host:
-        body = {"tenantId": TENANT, "startDate": iso(start), "intervalMinutes": 60}
+        # a search follower: the failed window it needs is a Graph query's (a feed follower reads these hours by feed)
+        body = {"tenantId": TENANT, "startDate": iso(start), "intervalMinutes": 60, "feed": False}
         follow = requests.post(f"{host.base}/api/follows", json=body, timeout=30).json()["followId"]
         found = until(host, follow, lambda s: s["passes"] >= 1 and s["running"] is None, "never ran a pass")
         assert found["failureCount"] == 1, found
