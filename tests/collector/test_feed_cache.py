@@ -5,6 +5,8 @@ whatever the service's contentId holds."""
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -83,3 +85,26 @@ def test_entries_past_the_feeds_seven_days_are_pruned_once_a_day() -> None:
     cache.put(FeedContent("Audit.General", "late", "u", old, old), page)
     assert cache.prune(now + timedelta(hours=3)) == 0  # once a day
     assert cache.prune(now + timedelta(days=1)) == 2
+
+
+def test_two_lanes_reading_one_blob_at_once_fetch_it_once() -> None:
+    sink = MemorySink()
+    created = datetime(2024, 11, 16, 10, 5, tzinfo=UTC)
+    content = FeedContent("Audit.Exchange", "shared-blob", "https://f/1", created, created)
+    fetched: list[str] = []
+    inside = threading.Event()
+
+    def slow_fetch(blob: FeedContent) -> RecordPage:
+        fetched.append(blob.content_id)
+        inside.set()
+        time.sleep(0.2)  # the other lane asks for the blob meanwhile
+        return RecordPage([{"id": "a"}])
+
+    results: list[tuple[RecordPage, bool]] = []
+    first = threading.Thread(target=lambda: results.append(FeedCache(sink, TENANT).read(content, slow_fetch)))
+    first.start()
+    assert inside.wait(5)
+    results.append(FeedCache(sink, TENANT).read(content, slow_fetch))
+    first.join(5)
+    assert fetched == ["shared-blob"]
+    assert sorted(hit for _, hit in results) == [False, True] and all(p.records == [{"id": "a"}] for p, _ in results)
