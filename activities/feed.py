@@ -12,6 +12,7 @@ import azure.durable_functions as df
 from activities import runtime
 from activities.bodies import _guard
 from activities.chunk_parts import ChunkParts
+from activities.feed_cache import FeedCache
 from activities.feed_reads import feed_read
 from shared.audit.ports import ActivityFeedApi
 from shared.clock import utc_now
@@ -35,12 +36,12 @@ def feed_api(tenant_id: str) -> ActivityFeedApi:
 
 
 def read_chunk(api: ActivityFeedApi, sink: ChunkSink, payload: JsonDict, now: Callable[[], datetime]) -> JsonDict:
-    """One read of the lane's chunk, as the activity runs it (``activities.feed_reads.feed_read``); ``now``: the
-    app's clock."""
+    """One read of the lane's chunk, as the activity runs it (``activities.feed_reads.feed_read``, each blob fetched
+    once per tenant through the content cache in ``sink``: ``activities.feed_cache``); ``now``: the app's clock."""
     read = FeedRead.from_json(payload)
     base = read.call
     parts = ChunkParts(sink, tenant_id=base.tenant_id, collection_id=base.collection_id, chunk=base.chunk)
-    return _guard(lambda: feed_read(api, parts, read, now))
+    return _guard(lambda: feed_read(api, parts, read, now, FeedCache(sink, base.tenant_id)))
 
 
 @bp.activity_trigger(input_name="payload", activity=ACTIVITY)  # type: ignore[untyped-decorator]

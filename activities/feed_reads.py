@@ -24,19 +24,21 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from activities.chunk_parts import ChunkParts, PartRecord, part_key
+from activities.feed_cache import FeedCache
 from shared.audit.error_body import THROTTLED
 from shared.audit.feed_errors import FeedContentExpiredError
 from shared.audit.feed_paging import LOOKBACK
 from shared.audit.ports import ActivityFeedApi, AuditRecord, RecordPage, TimeWindow
 from shared.budget.slot_deadline import SlotDeadline
 from shared.errors import TransientApiError
-from shared.models import ActivityResult, iso
+from shared.models import ActivityResult, iso, parse_iso
 from shared.sources.feed.calls import (
     MAX_BLOBS,
     FeedCursor,
     FeedRead,
     FeedReadResult,
     Tally,
+    moment_text,
     publication_window,
     tally_of,
 )
@@ -44,8 +46,15 @@ from shared.sources.feed.calls import (
 THROTTLING_CODE = "AF429"
 
 
-def feed_read(api: ActivityFeedApi, parts: ChunkParts, read: FeedRead, now: Callable[[], datetime]) -> ActivityResult:
-    """One call of the lane's chunk: where the next goes on (``cursor``), or the ``summary`` once committed."""
+def feed_read(
+    api: ActivityFeedApi,
+    parts: ChunkParts,
+    read: FeedRead,
+    now: Callable[[], datetime],
+    cache: FeedCache | None = None,
+) -> ActivityResult:
+    """One call of the lane's chunk: where the next goes on (``cursor``), or the ``summary`` once committed;
+    ``cache``: the tenant's content cache (``activities.feed_cache``), None to fetch every blob listed."""
     base = read.call
     cursor = FeedCursor.from_json(read.cursor) if read.cursor is not None else None
     before = cursor.total if cursor is not None else Tally()
@@ -63,7 +72,9 @@ def feed_read(api: ActivityFeedApi, parts: ChunkParts, read: FeedRead, now: Call
             with deadline.guarding(every_request=True):  # ...and still be, right before each request
                 if cursor is None:
                     cursor = _first(api, read, now())
-                record = _read(api, parts, key, cursor.skip_started())
+                    if cache is not None:
+                        cache.prune(now())
+                record = _read(api, parts, key, cursor.skip_started(), cache)
         except TransientApiError as exc:
             raise _throttled(exc) from None
     after = FeedCursor.from_json(record.outcome)
@@ -82,7 +93,7 @@ def _first(api: ActivityFeedApi, read: FeedRead, now: datetime) -> FeedCursor:
     missing = [t for t in read.content_types if t not in current or not current[t].enabled]
     if missing:
         api.ensure_subscriptions(read.content_types)  # raises FeedSubscriptionError when one cannot be started
-    cursor = FeedCursor(start, until, read.content_types, cut_from=cut)
+    cursor = FeedCursor(start, until, read.content_types, cut_from=cut, window_end=chunk.end)
     cursor.started_at = {t: iso(now) for t in missing}
     cursor.tallies = {t: Tally(started=[t]) for t in missing}
     if start >= until:  # nothing was published in the window yet (it ended minutes ago): nothing to list
@@ -90,8 +101,9 @@ def _first(api: ActivityFeedApi, read: FeedRead, now: datetime) -> FeedCursor:
     return cursor
 
 
-def _read(api: ActivityFeedApi, parts: ChunkParts, key: str, cursor: FeedCursor) -> PartRecord:
-    """Read the cursor's next piece into part ``key`` (an empty part when every content type is done)."""
+def _read(api: ActivityFeedApi, parts: ChunkParts, key: str, cursor: FeedCursor, cache: FeedCache | None) -> PartRecord:
+    """Read the cursor's next piece into part ``key`` (an empty part when every content type is done): a listed blob
+    from the cache when an earlier read fetched it, else from the feed (then cached)."""
     tally = Tally(calls=1)
     progress = {"read": 0, "all": True}
     content_type = cursor.types[cursor.index] if not cursor.done else ""
@@ -108,12 +120,15 @@ def _read(api: ActivityFeedApi, parts: ChunkParts, key: str, cursor: FeedCursor)
         seen: set[str] = set()
         for content in todo:
             try:
-                page = api.fetch(content)
+                page, hit = cache.read(content, api.fetch) if cache is not None else (api.fetch(content), False)
             except FeedContentExpiredError:
                 tally.expired += 1
                 tally.expired_ids.append(content.content_id)
                 continue
-            tally.fetched += 1
+            if hit:
+                tally.cached += 1
+            else:
+                tally.fetched += 1
             yield _first_seen(page, seen, tally)
         progress["read"] = len(todo)
 
@@ -149,7 +164,18 @@ def _first_seen(page: RecordPage, seen: set[str], tally: Tally) -> RecordPage:
         if times is not None and page.times is not None:
             times.append(page.times[index])
     tally.records += len(records)
+    happened = page.times if page.times is not None else [_time_of(r) for r in page.records]
+    newest = max((t for t in happened if t is not None), default=None)
+    if newest is not None:
+        tally.newest = max(tally.newest, moment_text(newest))
     return RecordPage(records, page.malformed, times)
+
+
+def _time_of(record: AuditRecord) -> datetime | None:
+    try:
+        return parse_iso(str(record.get("createdDateTime")))
+    except ValueError:
+        return None
 
 
 def _throttled(exc: TransientApiError) -> TransientApiError:

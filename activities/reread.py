@@ -43,6 +43,8 @@ def with_late(summary: ChunkSummary, previous: ChunkSummary | None) -> ChunkSumm
     backfilled = previous.backfilled
     if summary.source is not None and previous.source is not None and summary.source != previous.source:
         backfilled = {"over": previous.source, "records": gained}  # what this source found that the other missed
+        if previous.incomplete_reasons:
+            backfilled["why"] = previous.incomplete_reasons[0]  # why the other source's read did not prove it
     return dataclasses.replace(summary, late=previous.late + gained, backfilled=backfilled)
 
 

@@ -56,6 +56,8 @@ class FeedStats:
     throttled: Counter[str] = field(default_factory=Counter)
     list_pages: Counter[str] = field(default_factory=Counter)
     blobs_fetched: Counter[str] = field(default_factory=Counter)
+    fetches_by_blob: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Answered fetches per (tenant id, contentId): how often each blob was downloaded."""
     subscriptions_started: Counter[str] = field(default_factory=Counter)
     errors: Counter[str] = field(default_factory=Counter)
     """AF codes answered (all tenants)."""
@@ -364,6 +366,7 @@ class FeedApi:
             random.Random(f"{tenant_id}:{identifier}").shuffle(records)
         with self._lock:
             self.stats.blobs_fetched[tenant_id] += 1
+            self.stats.fetches_by_blob[(tenant_id, identifier)] += 1
         return Reply(200, records)
 
 

@@ -59,6 +59,8 @@ class BlobModel:
     extra_max: float
     ingestion: tuple[float, float, float, float]
     drop_fraction: float = 0.0
+    behind_from: float | None = None
+    behind_seconds: float = 0.0
 
     @classmethod
     def of(cls, feed: FeedSettings, ingestion: IngestionSettings) -> BlobModel:
@@ -75,6 +77,8 @@ class BlobModel:
                 ingestion.max_seconds,
             ),
             feed.drop_fraction,
+            feed.behind_from,
+            feed.behind_seconds,
         )
 
     @property
@@ -85,13 +89,16 @@ class BlobModel:
     def longest_lag(self) -> float:
         """The most seconds between a record's creation and the end of the last interval that publishes it."""
         extra = self.extra_max if self.extra_fraction > 0 else 0.0
-        return self.ingestion[3] + extra + (self.duplicate_max_lag + 1) * self.interval
+        behind = self.behind_seconds if self.behind_from is not None else 0.0
+        return self.ingestion[3] + extra + behind + (self.duplicate_max_lag + 1) * self.interval
 
     def published_at(self, record: SynthRecord, delay: float) -> float:
         """When the feed publishes the record first (epoch seconds)."""
         moment = record.epoch + delay
         if self.extra_fraction > 0 and _uniform("feed-extra", record.id) < self.extra_fraction:
             moment += _uniform("feed-extra-size", record.id) * self.extra_max
+        if self.behind_from is not None and record.epoch >= self.behind_from:
+            moment += self.behind_seconds
         return moment
 
     def dropped(self, record: SynthRecord) -> bool:

@@ -42,6 +42,12 @@ class FeedSettings:
     """Share of records (a stable draw per record) the feed never publishes, though searches return them (the FAQ:
     after an outage "some audit records are dropped and the service tries to backfill them"; a reconcile of the feed
     with a search is what finds them). Off by default, as the outages it stands for are not the normal state."""
+    behind_from: float | None = None
+    """The feed falls behind (a publication backlog, as in an outage): records created at or after this moment (epoch
+    seconds) are published ``behind_seconds`` later than their ingestion delay; searches still return them on time.
+    None: never. A declared knob, off by default (outages are not the normal state); a test of a feed that is behind
+    at a window's read turns it on."""
+    behind_seconds: float = 0.0
     list_page_size: int = 20
     """Content descriptors per listing page; more follow through the ``NextPageUri`` header."""
     next_page_header: str = "NextPageUri"
@@ -106,6 +112,7 @@ class FeedSettings:
             "first_content_delay_seconds",
             "backfill_on_subscribe_seconds",
             "extra_delay_max_seconds",
+            "behind_seconds",
             "content_retention_seconds",
             "shared_pool_requests_per_minute",
             "start_cooldown_seconds",

@@ -157,7 +157,7 @@ class Settings:
     (``http_api.follow_purge``, on the timer ``follow_passes_purge``)."""
     follow_purge_after_hours: float = 0.0
     """How long a finished pass is kept after its day turned final (and after it ended) before it is purged."""
-    follow_feed: bool = False
+    follow_feed: bool = True
     """What a follow request without ``feed`` asks: read its windows from the Management Activity API where the app
     has its permission and the feed covers them, by its search source otherwise (``shared.follow.plan``)."""
     follow_reconcile_hours: float = 24.0

@@ -17,7 +17,7 @@ from activities.chunk_parts import ID_CACHE
 from shared.audit.error_body import THROTTLED
 from shared.audit.feed_paging import LOOKBACK
 from shared.errors import TransientApiError
-from shared.models import ActivityResult, Chunk, ChunkSummary
+from shared.models import ActivityResult, Chunk, ChunkSummary, iso
 from shared.sinks.base import ChunkSink
 from shared.sinks.memory import MemorySink
 from shared.sources.feed.calls import CONTENT_TYPES, LISTING_MARGIN, FeedCursor
@@ -170,7 +170,24 @@ def test_a_chunk_of_the_last_minutes_reads_publications_up_to_a_few_minutes_ago(
     chunk = Chunk(NOW - timedelta(hours=1), NOW - timedelta(minutes=2))
     summary, _ = whole(api, sink, chunk)
     until = summary.evidence[0]["published"]["end"]
-    assert until == (NOW - LISTING_MARGIN).strftime("%Y-%m-%dT%H:%M:%SZ") and not summary.incomplete
+    assert until == (NOW - LISTING_MARGIN).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # a feed that published nothing cannot show it is past the window's end: not proved (the feed may be behind)
+    assert summary.incomplete and all("the feed is behind" in e["detail"] for e in summary.evidence)
+
+
+def test_a_feed_whose_newest_record_is_before_the_windows_end_is_behind_and_the_chunk_unproved() -> None:
+    api, sink = subscribed(), MemorySink()
+    a_day_of_blobs(api)
+    held = CHUNK.end - timedelta(hours=1)  # every record that happened after this is not published yet
+    api.blobs = [(c, [r for r in records if r["CreationTime"] < held.strftime("%Y-%m-%dT%H:%M:%S")])
+                 for c, records in api.blobs]  # fmt: skip
+    summary, tallies = whole(api, sink)
+    assert summary.incomplete
+    assert all(
+        e["detail"].startswith("the feed is behind") and (e["newest"] or "") < iso(held) for e in summary.evidence
+    )
+    assert "window's end " + iso(CHUNK.end) in summary.evidence[0]["detail"]
+    assert max(t["newest"] for t in tallies) < iso(held)
 
 
 def test_a_call_run_twice_returns_what_it_did_and_the_chunk_is_the_same() -> None:

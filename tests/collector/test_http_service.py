@@ -471,6 +471,7 @@ def follow(client: FakeClient, body: dict[str, Any], settings: Settings | None =
 
 
 FOLLOW = {"tenantId": "contoso.onmicrosoft.com", "startDate": "2024-11-18T00:00:00Z", "intervalMinutes": 60}
+FOLLOW["feed"] = False  # a search follower: the fake settings hold no app to check the feed with
 
 
 def test_a_follower_is_keyed_and_budgeted_by_the_tenant_guid_whatever_spelling_and_refuses_an_unknown_tenant() -> None:

@@ -46,7 +46,8 @@ def start(client: FakeClient, body: dict[str, Any]) -> service.ApiResponse:
 
 
 def follow(client: FakeClient, body: dict[str, Any]) -> service.ApiResponse:
-    raw = json.dumps({"tenantId": TENANT, **body}).encode()
+    # a search follower: these test Graph's daily quota, and the fake settings hold no app to check the feed with
+    raw = json.dumps({"tenantId": TENANT, "feed": False, **body}).encode()
     return call(follow_service.start_follow(client, raw, SETTINGS, NOW, sink=MemorySink(), resolve=resolve))
 
 

@@ -38,11 +38,14 @@ def until(host: Host, follow: str, check: Any, what: str) -> dict[str, Any]:
 def test_collection_routes_on_a_followers_ids_say_what_to_use(make_emulator: MakeEmulator, tmp_path: Path) -> None:
     clock = OffsetFileClock(tmp_path / "clock")
     emulator = make_emulator(records_per_hour=20.0, clock=clock.now)
+    if clock.now().hour < 6:  # the five hours before now in one UTC day, so one pass (one day collection) reads them
+        clock.advance(timedelta(hours=6))
     start = clock.now().replace(minute=0, second=0, microsecond=0) - timedelta(hours=5)
     bad_window = (start + timedelta(hours=1), start + timedelta(hours=2))
     emulator.faults.fail_query_windows = (bad_window,)  # its first pass lists one failed window
     with serve(emulator, tmp_path, clock_file=clock.path) as host:
-        body = {"tenantId": TENANT, "startDate": iso(start), "intervalMinutes": 60}
+        # a search follower: the failed window it needs is a Graph query's (a feed follower reads these hours by feed)
+        body = {"tenantId": TENANT, "startDate": iso(start), "intervalMinutes": 60, "feed": False}
         follow = requests.post(f"{host.base}/api/follows", json=body, timeout=30).json()["followId"]
         found = until(host, follow, lambda s: s["passes"] >= 1 and s["running"] is None, "never ran a pass")
         assert found["failureCount"] == 1, found

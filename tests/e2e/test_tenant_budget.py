@@ -272,6 +272,7 @@ def test_a_follower_named_by_its_domain_shares_the_guids_budget_and_is_one_follo
     now = datetime.now(UTC)
     begin = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=6)
     follow = {"tenantId": DOMAIN, "startDate": begin.isoformat(), "intervalMinutes": 60, "maxConcurrency": B}
+    follow["feed"] = False  # a search follower: it must share the Graph budget with the collection beside it
     with serve(emulator, tmp_path, budget_env()) as host:
         unknown = requests.post(f"{host.base}/api/follows", json={**follow, "tenantId": "nobody.example"}, timeout=60)
         started = requests.post(f"{host.base}/api/follows", json=follow, timeout=60)

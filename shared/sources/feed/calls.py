@@ -27,6 +27,9 @@ MAX_BLOBS = 200
 """Blobs one call fetches at most; a piece with more is read over several calls."""
 LISTING_MARGIN = timedelta(minutes=5)
 """The newest publications a read leaves to a later one: a blob may be listed a little after its ``contentCreated``."""
+BEHIND_MARGIN = timedelta(hours=2)
+"""How far behind its publication end the feed's newest record may be before a read calls the feed behind: the feed
+publishes typically 60 to 90 minutes after a record happened (``shared.sources.feed.source.CANNOT_PROVE``)."""
 LOOKBACK_MARGIN = timedelta(minutes=5)
 """How far inside the feed's 7 days a listing starts at the earliest (a listing sent a moment later is still inside)."""
 
@@ -73,8 +76,9 @@ class FeedReadResult(CursorResult):
 
 @dataclass(slots=True)
 class Tally:
-    """What reads of the feed did: listing pieces read, blobs listed and fetched, records they held, records a blob
-    repeated, blobs that had expired (with the first few ids), subscriptions the reads started."""
+    """What reads of the feed did: listing pieces read, blobs listed, fetched from the feed and read from the
+    collector's content cache instead (an earlier window fetched them), records they held, records a blob repeated,
+    blobs that had expired (with the first few ids), subscriptions the reads started."""
 
     calls: int = 0
     listed: int = 0
@@ -84,6 +88,9 @@ class Tally:
     expired: int = 0
     expired_ids: list[str] = field(default_factory=list)
     started: list[str] = field(default_factory=list)
+    cached: int = 0
+    newest: str = ""
+    """When the newest record the reads fetched happened (ISO, "" for none): how far the feed has published."""
 
     def add(self, other: Tally) -> None:
         self.calls += other.calls
@@ -94,6 +101,8 @@ class Tally:
         self.expired += other.expired
         self.expired_ids = (self.expired_ids + [i for i in other.expired_ids if i not in self.expired_ids])[:5]
         self.started += [t for t in other.started if t not in self.started]
+        self.cached += other.cached
+        self.newest = max(self.newest, other.newest)
 
     def minus(self, before: Tally) -> Tally:
         """What was done since ``before`` (the counts; the lists as they are now)."""
@@ -106,6 +115,8 @@ class Tally:
             self.expired - before.expired,
             list(self.expired_ids),
             [t for t in self.started if t not in before.started],
+            self.cached - before.cached,
+            self.newest,
         )
 
     def to_json(self) -> JsonDict:
@@ -113,9 +124,11 @@ class Tally:
             "calls": self.calls,
             "listed": self.listed,
             "fetched": self.fetched,
+            "cached": self.cached,
             "records": self.records,
             "repeats": self.repeats,
             "expired": self.expired,
+            "newest": self.newest,
             "expiredIds": list(self.expired_ids),
             "started": list(self.started),
         }
@@ -132,6 +145,8 @@ class Tally:
             int(data.get("expired", 0)),
             [str(i) for i in data.get("expiredIds") or ()],
             [str(t) for t in data.get("started") or ()],
+            int(data.get("cached", 0)),
+            str(data.get("newest") or ""),
         )
 
 
@@ -154,6 +169,8 @@ class FeedCursor:
     """Content types whose subscription this chunk's first call started (content type -> when)."""
     cut_from: datetime | None = None
     """The window's start as asked, when the feed's 7 days made the read start later."""
+    window_end: datetime | None = None
+    """The chunk's end (None in a cursor written before it was carried: no check of the feed being behind)."""
 
     @property
     def done(self) -> bool:
@@ -211,6 +228,9 @@ class FeedCursor:
                 f"the feed lists content at most 7 days back: publications from {iso(self.cut_from)} to "
                 f"{iso(self.published_from)} could not be listed (read this window by search)"
             )
+        behind = self.behind()
+        if behind is not None:
+            reasons.append(behind)
         if tally.expired:
             reasons.append(
                 f"{tally.expired} blob(s) had expired when fetched ({', '.join(tally.expired_ids)}): their records are "
@@ -222,9 +242,11 @@ class FeedCursor:
             "published": {"start": iso(self.published_from), "end": iso(self.published_until)},
             "listed": tally.listed,
             "fetched": tally.fetched,
+            "cached": tally.cached,
             "records": tally.records,
             "repeats": tally.repeats,
             "expired": tally.expired,
+            "newest": tally.newest or None,
             "subscriptionStarted": started,
             "complete": not reasons,
             "closedBy": "listing" if not reasons else "incomplete",
@@ -233,11 +255,31 @@ class FeedCursor:
             entry["detail"] = "; ".join(reasons)
         else:
             entry["detail"] = (
-                f"read every blob the feed listed as published in {span}; records of this window published after "
+                f"read every blob the feed listed as published in {span} (fetched, or from the collector's content "
+                f"cache when an earlier read fetched it); records of this window published after "
                 f"{iso(self.published_until)} are not in it (the feed publishes late: usually within hours, after "
                 "an outage days later)"
             )
         return entry
+
+    def behind(self) -> str | None:
+        """Why the listing cannot show the feed has published past the window's end, or None when it can: the newest
+        record of every content type read must have happened at or after the window's end, or, for a read within
+        ``BEHIND_MARGIN`` of it, ``BEHIND_MARGIN`` before the publication end (where a feed on time is by then)."""
+        if self.window_end is None or self.index < len(self.types):
+            return None
+        if any(self.started_at.get(t) for t in self.types) or self.cut_from is not None:
+            return None  # incomplete for a reason of its own
+        expected = min(self.window_end, self.published_until - BEHIND_MARGIN)
+        newest = max((tally.newest for tally in self.tallies.values()), default="")
+        if newest and parse_iso(newest) >= expected:
+            return None
+        shown = f"the newest record it had published happened at {newest}" if newest else "it had published no record"
+        return (
+            f"the feed is behind: by {iso(self.published_until)} {shown}, before {iso(expected)} (a feed on time "
+            f"has published records up to the window's end {iso(self.window_end)}, or to {BEHIND_MARGIN} before "
+            "the read): records of this window may not be published yet (read this window by search)"
+        )
 
     @property
     def incomplete(self) -> bool:
@@ -255,11 +297,12 @@ class FeedCursor:
             "tallies": {t: tally.to_json() for t, tally in self.tallies.items()},
             "startedAt": dict(self.started_at),
             "cutFrom": iso(self.cut_from) if self.cut_from else None,
+            "windowEnd": iso(self.window_end) if self.window_end else None,
         }
 
     @classmethod
     def from_json(cls, data: JsonDict) -> FeedCursor:
-        position, cut = data.get("position"), data.get("cutFrom")
+        position, cut, window_end = data.get("position"), data.get("cutFrom"), data.get("windowEnd")
         return cls(
             published_from=parse_iso(data["publishedFrom"]),
             published_until=parse_iso(data["publishedUntil"]),
@@ -271,7 +314,13 @@ class FeedCursor:
             tallies={str(t): Tally.from_json(v) for t, v in (data.get("tallies") or {}).items()},
             started_at={str(t): str(v) for t, v in (data.get("startedAt") or {}).items()},
             cut_from=parse_iso(cut) if cut else None,
+            window_end=parse_iso(window_end) if window_end else None,
         )
+
+
+def moment_text(moment: datetime) -> str:
+    """A record's time as ``Tally.newest`` holds it: fixed width, so the later of two is the greater text."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def publication_window(
@@ -300,9 +349,11 @@ def tally_of(evidence: list[JsonDict] | tuple[JsonDict, ...], calls: int) -> Tal
             continue
         total.listed += int(entry.get("listed", 0))
         total.fetched += int(entry.get("fetched", 0))
+        total.cached += int(entry.get("cached", 0))
         total.records += int(entry.get("records", 0))
         total.repeats += int(entry.get("repeats", 0))
         total.expired += int(entry.get("expired", 0))
+        total.newest = max(total.newest, str(entry.get("newest") or ""))
         if entry.get("subscriptionStarted"):
             total.started.append(str(entry.get("contentType")))
     return total

@@ -27,8 +27,8 @@ blobs twice."""
 
 PROVES = (
     "each chunk holds every record of its window that was in a blob the feed listed as published between the window's "
-    "start and its publishedUntil (evidence), each record once: every blob listed was fetched, or it is named as "
-    "expired and the chunk is incomplete"
+    "start and its publishedUntil (evidence), each record once: every blob listed was read (fetched, or from the "
+    "content cache an earlier read filled), or it is named as expired and the chunk is incomplete"
 )
 CANNOT_PROVE = (
     "that no record of a window was published after the chunk's publishedUntil: the feed publishes records late "
