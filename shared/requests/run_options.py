@@ -9,7 +9,7 @@ from shared.budget.wire import BudgetOptions
 from shared.models import JsonDict
 from shared.settings import Settings
 
-WINDOW_VERSION = 1
+WINDOW_VERSION = 2
 """The shape of the window's decisions a collection started now takes (``RunOptions.window_version``)."""
 
 TRANSITIONS_PER_EXECUTION = 100
@@ -65,7 +65,8 @@ class RunOptions:
     """The shape of the window's decisions, fixed when the collection starts so that its running executions replay
     as they ran: 0 (an input written before issue 28): a lane's budget slot is handed on only by chunks shorter than a
     poll, and each Graph submission asks the budget for its credit; 1: slots are kept across chunks while nobody
-    waits and credits are taken a few at once (``BudgetOptions.keep``)."""
+    waits and credits are taken a few at once (``BudgetOptions.keep``); 2: the slots' renewal goes out with a lane's
+    episode when one comes in time, a timer of its own only when none does (``BudgetOptions.ride``)."""
     source_options: JsonDict = field(default_factory=dict)
     """What the collection's source fixed when it started, in its own words (``shared.sources``: a source added later
     keeps its knobs here rather than in new fields). Left out of the JSON when empty, so the inputs of the sources
@@ -79,6 +80,7 @@ class RunOptions:
             self.budget_poll_seconds,
             self.budget_quota,
             keep=self.window_version >= 1,
+            ride=self.window_version >= 2,
         )
 
     @classmethod

@@ -196,11 +196,16 @@ class LaneBudget:
         self.credits.keep_unspent(lane)
         return self.keeper.give_back(lane)
 
-    def settle_spares(self) -> list[Step]:
-        return self.keeper.settle_spares()
+    def settle(self) -> list[Step]:
+        """The end of every episode (``CollectionWindow.fill``): slots no new chunk took, then the renewal if it rides
+        on this episode (``SlotKeeper.ride``)."""
+        return self.keeper.settle_spares() + self.keeper.ride()
 
-    def renew(self) -> list[Step]:
-        return self.keeper.renew()
+    def resumed(self) -> list[Step]:
+        return self.keeper.resumed()
+
+    def renewal_timer(self) -> list[Step]:
+        return self.keeper.timer_fired()
 
     def status(self) -> JsonDict | None:
         """The custom status's ``budget``: slots held, lanes asking for one, and "waiting for tenant budget" while a

@@ -19,6 +19,12 @@ past its lease, given back when someone waits.
   does not get the same grant back lost its slot: ``budget.lost`` counts it.
 * One ``renew_collection`` per ``renew_seconds`` (a third of the lease) renews every slot the collection holds: one
   timer and one call per period, whatever K; its answer carries the new lease end.
+* **Riding on the lanes' episodes** (``BudgetOptions.ride``, window version 2). A renewal timer is an episode of its
+  own (replaying the whole history) to send one call, while the lanes' status checks wake the window every few
+  seconds. So the renewal is due at the same time but goes out with the first episode at or after that time, and
+  its own timer is set (at the due time, once per execution) only when, at the end of an episode, no lane's timer is
+  due before the due time and ``RIDE_SLACK`` of a period after it: each lane timer that fires re-checks, so the
+  renewal is never later than that slack (the lease is three periods long).
 * The renewal's due time is carried across continue-as-new, like every lane (holder ids stay the same because lane
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
@@ -34,6 +40,10 @@ from shared.window.budget_calls import BudgetCalls
 from shared.window.budget_host import BudgetHost, queued
 from shared.window.state import BUDGET, RENEW, Cancel, Lane, Slot, Step, Wait, later
 
+RIDE_SLACK = 0.1
+"""``ride``: how late a renewal may go out waiting for a lane's episode, as a share of the renewal period (20 s of a
+600 s lease's 200 s): lanes checking queries every 10-30 s nearly always wake the window within it."""
+
 
 class SlotKeeper:
     """The collection's granted slots: which one a new chunk may take, their deadlines and renewals, giving back."""
@@ -46,6 +56,8 @@ class SlotKeeper:
         """The collection-wide renewal is in flight (an entity call of this execution)."""
         self.renew_holders: list[str] = []
         """The holders that renewal names (only their leases move to its answer's ``leaseUntil``)."""
+        self.timer_set = False
+        """``ride``: this execution set a renewal timer that has not fired yet."""
 
     @property
     def spares(self) -> list[Slot]:
@@ -70,6 +82,8 @@ class SlotKeeper:
         state = self.window.state
         seen = state.budget_seen_at
         horizon = self.options.poll_seconds + (self.options.renew_seconds if self.options.keep else 0.0)
+        if self.options.ride:  # a renewal may ride up to its slack late
+            horizon += RIDE_SLACK * self.options.renew_seconds
         fresh = seen is not None and self.window.now - seen <= timedelta(seconds=horizon)
         return fresh and state.budget_waiting == 0 and queued(self.window.lanes.values()) is None
 
@@ -139,7 +153,56 @@ class SlotKeeper:
         if state.renew_due is not None or self.renewing:
             return []
         state.renew_due = later(self.window.now, self.options.renew_seconds)
+        if self.options.ride:  # ``ride`` decides at the end of the episode: a lane's timer or one of its own
+            return []
         return [Wait(RENEW, state.renew_due)]
+
+    def resumed(self) -> list[Step]:
+        """A new execution: the renewal timer of the previous one again (or the renewal, if due); ``ride`` decides at
+        the end of the episode instead."""
+        due = self.window.state.renew_due
+        if due is None or self.options.ride:
+            return []
+        return [Wait(RENEW, due)] if due > self.window.now else self.renew()
+
+    def timer_fired(self) -> list[Step]:
+        """The renewal timer fired: renew (with ``ride``, unless a lane's episode sent the renewal already)."""
+        if not self.options.ride:
+            return self.renew()
+        self.timer_set = False
+        due = self.window.state.renew_due
+        if due is None or self.renewing or self.window.now < due:
+            return []
+        return self.renew()
+
+    def ride(self) -> list[Step]:
+        """``ride``, at the end of every episode: the renewal if it is due, else its own timer unless a lane's timer
+        (one that will fire in this execution) is due before the renewal's slack ends."""
+        due = self.window.state.renew_due
+        if not self.options.ride or due is None or self.renewing:
+            return []
+        if self.window.now >= due:
+            return self.renew()
+        if self.timer_set or self._lane_wakes_before(due + timedelta(seconds=RIDE_SLACK * self.options.renew_seconds)):
+            return []
+        self.timer_set = True
+        return [Wait(RENEW, due)]
+
+    def _lane_wakes_before(self, limit: datetime) -> bool:
+        """A lane will wake this execution by ``limit``: its timer is due by then (a switching window parks its lanes'
+        timers), or it waits for the budget's answer to its ``acquire`` (the same entity would answer the renewal only
+        after it: one entity runs its operations in order). An activity in flight may take longer: not counted."""
+        if self.window.switching:
+            return False
+        now = self.window.now
+        for lane in self.window.lanes.values():
+            if lane.parked:
+                continue
+            if lane.issued_at is None and lane.due is not None and now < lane.due <= limit:
+                return True
+            if lane.issued_at is not None and lane.phase == BUDGET:
+                return True
+        return False
 
     def renew(self) -> list[Step]:
         self.window.state.renew_due = None
