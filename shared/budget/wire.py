@@ -243,6 +243,10 @@ class BudgetOptions:
     ``keep``: a lane's slot stays with the collection's next chunk while the budget's latest answer (a renewal's, at
     least every third of a lease) says nobody waits, however long the chunk ran, and Graph credits are taken a few at
     once (``shared.window.budget``). False for an input written before it (its executions replay as they ran).
+
+    ``ride``: the collection's renewal goes out with the first episode of the window after it is due (the lanes' own
+    timers wake it every few seconds while queries run), and a renewal timer is set only when no lane's timer is due
+    before the renewal's slack ends (``shared.window.budget_keep``). False for an input written before window version 2.
     """
 
     capacity: int = 0
@@ -250,6 +254,7 @@ class BudgetOptions:
     poll_seconds: float = 10.0
     quota: int = 0
     keep: bool = False
+    ride: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -306,6 +311,7 @@ class BudgetOptions:
             "pollSeconds": self.poll_seconds,
             "quota": self.quota,
             **({"keep": True} if self.keep else {}),
+            **({"ride": True} if self.ride else {}),
         }
 
     @classmethod
@@ -318,4 +324,5 @@ class BudgetOptions:
             float(data["pollSeconds"]),
             int(data.get("quota", 0)),
             bool(data.get("keep", False)),
+            bool(data.get("ride", False)),
         )

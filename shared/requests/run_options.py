@@ -71,8 +71,9 @@ class RunOptions:
     """The shape of the window's decisions, fixed when the collection starts so that its running executions replay
     as they ran: 0 (an input written before issue 28): a lane's budget slot is handed on only by chunks shorter than a
     poll, and each Graph submission asks the budget for its credit; 1: slots are kept across chunks while nobody
-    waits and credits are taken a few at once (``BudgetOptions.keep``); 2: as 1, and a Graph lane's status checks
-    wait in the activity (``poll_wait_seconds``)."""
+    waits and credits are taken a few at once (``BudgetOptions.keep``); 2: as 1, a Graph lane's status checks wait in
+    the activity (``poll_wait_seconds``), and the slots' renewal goes out with a lane's episode when one comes in time,
+    a timer of its own only when none does (``BudgetOptions.ride``)."""
     poll_wait_seconds: float = 0.0
     """Window version 2: a Graph status check due within this many seconds is made by an activity called at once,
     which waits for it and goes on checking on the same schedule until its query is finished or this bound passed
@@ -90,6 +91,7 @@ class RunOptions:
             self.budget_poll_seconds,
             self.budget_quota,
             keep=self.window_version >= 1,
+            ride=self.window_version >= 2,
         )
 
     @classmethod

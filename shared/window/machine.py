@@ -149,10 +149,7 @@ class CollectionWindow:
             self.lanes[lane.id] = lane
         self._carried_lanes = []
         steps = self._unpark()
-        if self.state.renew_due is not None:  # the renewal timer of the previous execution, again
-            due = self.state.renew_due
-            steps += [Wait(RENEW, due)] if due > self.now else self.budget.renew()
-        return steps
+        return steps + self.budget.resumed()  # the renewal of the previous execution, again
 
     def _unpark(self) -> list[Step]:
         """Steps for the parked lanes: a timer at the due time they kept, or their call at once.
@@ -192,7 +189,7 @@ class CollectionWindow:
             steps += self._start_lane(self.source.sized(self, chunk))
         if not self.switching:
             steps += self._unpark()
-        return steps + self.budget.settle_spares()
+        return steps + self.budget.settle()
 
     def _start_lane(self, chunk: Chunk) -> list[Step]:
         """The one place a chunk's lane begins (it holds its slot until ``_end``); with a tenant budget it takes the
@@ -218,7 +215,7 @@ class CollectionWindow:
         """A lane's poll or back-off timer fired: issue its current step again (or the collection's renewal)."""
         self.transitions += 1
         if lane_id == RENEW:
-            return self.budget.renew()
+            return self.budget.renewal_timer()
         lane = self.lanes[lane_id]
         if lane.phase == BUDGET and self.state.doomed is not None:
             return self.conclude(lane, ("unstarted", None))

@@ -122,6 +122,7 @@ CASES = [
         ["tenant_budget.py", "--chunks", "2", "--collections", "1", "2", "--latency", "0.2", "--jitter", "0.1"],
         "vs alone",
     ),
+    (["budget_episodes.py", "--chunks", "6", "--seeds", "1"], "version 2"),
 ]
 
 

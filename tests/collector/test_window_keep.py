@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from datetime import timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -46,8 +47,12 @@ class Slow:
         return done(step)
 
 
-def keeping(collection: str = "c1", **options: object) -> object:
-    return spec(collection, source="graph", window_version=WINDOW_VERSION, **options)
+def keeping(collection: str = "c1", version: int = WINDOW_VERSION, **options: object) -> object:
+    return spec(collection, source="graph", window_version=version, **options)
+
+
+KEEPING = pytest.mark.parametrize("version", [1, WINDOW_VERSION])
+"""Version 1 (slots kept, credits a few at once) and the current one (2: renewals ride on the lanes' episodes)."""
 
 
 def test_a_slot_serves_the_chunks_of_its_lane_without_asking_the_budget_again() -> None:
@@ -65,11 +70,12 @@ def test_a_slot_serves_the_chunks_of_its_lane_without_asking_the_budget_again() 
     assert grants == {0: n, WINDOW_VERSION: k}
 
 
-def test_two_collections_of_one_tenant_share_the_slots_and_neither_is_starved() -> None:
+@KEEPING
+def test_two_collections_of_one_tenant_share_the_slots_and_neither_is_starved(version: int) -> None:
     """Both at K = B: the first takes every slot; the second queues, the first sees it at its next renewal and sends
     its next ended slot back through the budget, so both work side by side long before the first is done."""
     b = 2
-    first, second = keeping("c1", n=40, k=b, b=b), keeping("c2", n=40, k=b, b=b)
+    first, second = keeping("c1", version, n=40, k=b, b=b), keeping("c2", version, n=40, k=b, b=b)
     tenant = Tenant([first, second], capacity=b, seed=3)
     holding: list[tuple[int, int]] = []
     check = tenant.check
@@ -94,7 +100,7 @@ def test_two_collections_of_one_tenant_share_the_slots_and_neither_is_starved() 
     assert len(shared) > len(holding) / 4  # and they went on sharing, not taking turns a whole collection each
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     collections=st.integers(1, 3),
     n=st.integers(1, 10),
@@ -102,11 +108,12 @@ def test_two_collections_of_one_tenant_share_the_slots_and_neither_is_starved() 
     b=st.integers(1, 3),
     m=st.sampled_from([2, 5, 1000]),
     seed=st.integers(0, 10**6),
+    version=st.sampled_from([1, WINDOW_VERSION]),
 )
 def test_kept_slots_never_work_beyond_b_and_every_chunk_completes_once(
-    collections: int, n: int, k: int, b: int, m: int, seed: int
+    collections: int, n: int, k: int, b: int, m: int, seed: int, version: int
 ) -> None:
-    specs = [keeping(f"c{i}", n=n, k=k, m=m, b=b, budget_quota=1000) for i in range(collections)]
+    specs = [keeping(f"c{i}", version, n=n, k=k, m=m, b=b, budget_quota=1000) for i in range(collections)]
     tenant = Tenant(specs, b, seed, quota=1000)
     tenant.run(Slow())
     assert tenant.working_peak <= b

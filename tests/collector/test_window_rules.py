@@ -24,9 +24,9 @@ from tests.collector.test_window_slots import MARGIN, at, granted, queued
 from tests.collector.window_sim import T0, spec, summary_for
 
 LEASE = budget_sim.LEASE
-VERSIONS = pytest.mark.parametrize("version", [0, 1])
-"""Window version 0 (collections started before issue 28) and 1 (slots kept across chunks, credits a few at once,
-executions bounded by completions too): each rule holds in both."""
+VERSIONS = pytest.mark.parametrize("version", [0, 1, 2])
+"""Window version 0 (collections started before issue 28), 1 (slots kept across chunks, credits a few at once,
+executions bounded by completions too) and 2 (renewals ride on the lanes' episodes): each rule holds in all."""
 
 
 def failed(kind: str, message: str = "boom") -> ActivityResult:

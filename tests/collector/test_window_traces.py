@@ -322,6 +322,24 @@ SCENARIOS = [
     Scenario("graph-quota", "graph", n=10, k=3, m=4, b=2, collections=2, seed=14, quota=6),
     Scenario("graph-quota-failing", "graph", n=8, k=2, m=3, b=2, seed=15, failure_rate=0.4, quota=4),
     Scenario("exchange-quota-ignored", "exchange", n=6, k=2, b=2, seed=16, quota=4),
+    # window version 1 (issue 28): slots kept across chunks, credits a few at once, executions bounded by completions
+    # (recorded on main at 4f6c2a2, before shared/window/budget.py was split); version 2: renewals ride on the lanes'
+    # episodes
+    *(
+        Scenario(f"{name}-v{version}", source, seed=seed, options={"window_version": version, **options}, **shape)
+        for version in (1, 2)
+        for name, source, seed, shape, options in (
+            ("graph-kept", "graph", 17, {"n": 10, "k": 3, "m": 4, "b": 2, "collections": 2, "quota": 6}, {}),
+            (
+                "graph-kept-bounded",
+                "graph",
+                18,
+                {"n": 8, "k": 2, "b": 2, "quota": 20},
+                {"transitions_per_execution": 9},
+            ),
+            ("exchange-kept", "exchange", 19, {"n": 8, "k": 3, "m": 3, "b": 2, "collections": 2}, {}),
+        )
+    ),
 ]
 
 
