@@ -35,6 +35,8 @@ MAX_WIDENINGS = 6
 MAX_NARROWINGS = 6
 SMALL = 10
 """Rows the ResultCount and session probes ask for (the window holds more than 1,000)."""
+SESSION_TRIES = 4
+"""Fresh sessions the session probe tries when a call's answer is lost (two calls of ten rows each: cheap)."""
 MEANINGS = {
     "total": "the window's total (the service before 2026)",
     "capped": "the smaller of the ResultSize asked and the window's total",
@@ -136,13 +138,13 @@ def result_count(client: ExchangeAuditClient, found: Found) -> ProbeResult:
 
 def sessions(client: ExchangeAuditClient, found: Found) -> ProbeResult:
     """Whether a ReturnLargeSet session's second call continues, starts over or comes back empty."""
-    for attempt in range(2):
+    for attempt in range(SESSION_TRIES):
         session = str(uuid.uuid4())
         try:
             first = client.probe(found.window, result_size=SMALL, session_id=session)
             second = client.probe(found.window, result_size=SMALL, session_id=session)
         except AmbiguousResponseError:  # a call's answer was lost: the session's position is unknown, try anew
-            if attempt:
+            if attempt == SESSION_TRIES - 1:
                 raise
             continue
         break
