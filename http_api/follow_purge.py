@@ -9,6 +9,17 @@ provisional or failed) no pass reads that day again. So a finished pass of a fin
 client (``purge_instance_history``), after ``COLLECTOR_FOLLOW_PURGE_AFTER_HOURS``. A pass whose follower is gone
 (purged by hand) or published no ``finalBefore`` (older code) is kept: nothing says its day is final.
 
+A pass is also kept until the timers it left behind have fired (``LEFT_TIMERS``, whatever the setting): each episode of
+a pass that added a task created a nudge timer, cancelled before it is reported, whose ``TimerFired`` message DTFx
+still queues ``NUDGE_HORIZON`` ahead (``orchestrators.collect``; a feed pass over six windows left 98 to 234 of them).
+Such a message that finds its completed instance is discarded at its first dequeue; one that finds the instance
+purged is for a nonexistent instance, which DTFx gives the benefit of the doubt for five dequeues
+(``OrchestrationSession.IsOutOfOrderMessage``): abandoned with back-off five times before it is discarded.
+Measured on the month test with feed followers (one-day steps of a moved clock, purge at 0 hours): these zombies
+piled up to about 540-670 messages in the control queues over 6-8 simulated days (about 300 KB of the store),
+then were dequeued in one burst that held up the follower's cycle (a 36 s step instead of 4 s) and left that
+day's passes unpurged a day longer: the 8-day sawtooth ``docs/follow.md`` declared open.
+
 An orchestrator cannot purge (it may do no I/O) and the Durable client binding is offered to HTTP and timer functions
 on the local host, so a timer does it, listing the ``follow-`` instances a page at a time (``http_api.instance_pages``).
 """
@@ -23,6 +34,7 @@ from typing import Any, Protocol
 
 from http_api.common import json_field, runtime_status
 from http_api.instance_pages import PAGE_SIZE, InstancePages
+from orchestrators.collect import NUDGE_HORIZON
 from shared import names
 from shared.follow.state import DAY, FOLLOW_PREFIX, day_start
 from shared.models import parse_iso
@@ -31,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 _PASS = re.compile(r"(follow-[a-z]+-[0-9a-f]{12})-(\d{4})(\d{2})(\d{2})-p\d+")
 _ENDED = frozenset({"Completed", "Failed", "Terminated"})
+LEFT_TIMERS = NUDGE_HORIZON + timedelta(minutes=5)
+"""A finished pass is kept at least this long after it ended: its left-behind nudge timers (due ``NUDGE_HORIZON`` after
+they were created, each before the pass ended) have fired against the completed instance and been discarded."""
 
 
 class PurgeClient(Protocol):
@@ -81,7 +96,9 @@ def finished_pass(status: Any) -> _Pass | None:
 
 
 async def purge_passes(client: PurgeClient, pages: InstancePages, now: datetime, *, keep: timedelta) -> PurgeReport:
-    """Purge every finished pass whose day its follower says is final and that ended at least ``keep`` ago."""
+    """Purge every finished pass whose day its follower says is final and that ended at least ``keep`` ago (and at
+    least ``LEFT_TIMERS`` ago)."""
+    keep = max(keep, LEFT_TIMERS)
     final: dict[str, datetime] = {}
     passes: list[_Pass] = []
     token: str | None = None

@@ -5,19 +5,25 @@ source that followers read as a feed (``Source.follower_feed``: the Management A
 request's filters, and its check at this start passes (``Source.follow_access``: the subscription list, which a token
 without ``ActivityFeed.Read`` is refused, and the start of a subscription not enabled). Otherwise every window is
 read by the request's search source, and the follower's status says why (``reads``).
+
+What the search source then still reads (``search_load``) is what a follower is judged on against a search source's
+daily quota (Graph's submissions: ``Source.follow_refusal``, ``Source.follow_plan``): so the start decides the feed
+before it decides to refuse.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from shared.follow.state import FeedUse
 from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
-from shared.sources.base import FollowAccess
+from shared.sources.base import FollowAccess, FollowLoad
 from shared.sources.registry import SOURCES, follower_feed
+from shared.timeline.latency import AUDIT_LATENCY
 from shared.values import AuditFilters
 
 NOT_ASKED = "the feed was not asked (request field feed, default COLLECTOR_FOLLOW_FEED)"
@@ -69,3 +75,30 @@ async def feed_use(
             settings, max_concurrency, high_completeness=high_completeness and SOURCES[reconcile].high_completeness
         ),
     ), ""
+
+
+DAY = timedelta(days=1)
+
+
+def search_load(
+    *, search: str, feed: FeedUse | None, covered_until: datetime, interval: timedelta, now: datetime
+) -> FollowLoad | None:
+    """What the follower's search source ``search`` reads when it reads ``feed`` (None without the feed: every window,
+    twice, the source's own rule). Steady state: the reconcile's samples, one per ``reconcile_every`` (at most one per
+    window), when ``search`` is the reconcile's source. Once (the backlog): each window from ``covered_until`` that
+    begins before the feed reaches (now less its look-back) or before a subscription the start began, read again
+    when it ends inside the late-arrival band. A feed read that comes back unproved is read by search too: that is not
+    foreseeable, and not counted."""
+    if feed is None:
+        return None
+    per_window = DAY // interval
+    samples = 0
+    hours = feed.reconcile_every.total_seconds() / 3600 if feed.reconcile_every else 0.0
+    if feed.reconcile_every and feed.reconcile_source == search:
+        samples = min(per_window, math.ceil(DAY / feed.reconcile_every))
+    edge = max(now - feed.reach, feed.since or now - feed.reach)
+    backlog, cursor = 0, covered_until
+    while cursor < edge:
+        backlog += 2 if cursor + interval > now - AUDIT_LATENCY else 1
+        cursor += interval
+    return FollowLoad(per_day=samples, backlog=backlog, feed=True, samples=samples, reconcile_hours=hours)

@@ -4,9 +4,10 @@ The same rules as a collection request wherever a field is the same (tenant, sou
 ``highCompleteness``: ``shared.requests.validation``), plus the follower's own: ``startDate`` (optional: by default
 coverage starts at the newest window that has closed the usual delay ago), ``intervalMinutes`` (the window size; it must
 divide a day, so no window crosses midnight and each day's windows form one collection; a Graph follower's windows
-must fit the tenant's daily Graph quota: ``http_api.plan_report.follow_refusal``) and ``everyMinutes`` (how often it
-wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started before this
-passed.
+must fit the tenant's daily Graph quota: ``http_api.plan_report.follow_refusal``; a follower asking for the feed is
+judged on what search still reads once its start checked the feed, ``http_api.follow_service``) and ``everyMinutes``
+(how often it wakes). Every rejection is an ``InvalidRequest`` naming the field and the rule; nothing is started
+before this passed.
 """
 
 from __future__ import annotations
@@ -151,9 +152,6 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
             f"intervalMinutes must divide a day (1440 minutes) and be at least {settings.min_interval_minutes}, "
             "e.g. 15, 30, 60 or 240: each day's windows make one collection",
         )
-    refused = follow_refusal(settings, source, interval)
-    if refused is not None:
-        raise InvalidRequest("intervalMinutes", "daily_quota", refused)
     every = _whole_number(body, "everyMinutes", settings.follow_every_minutes)
     if not 1 <= every <= MINUTES_PER_DAY:
         raise InvalidRequest("everyMinutes", "range", "everyMinutes must be between 1 and 1440")
@@ -167,4 +165,8 @@ def validate_follow_request(body: Any, settings: Settings, now: datetime) -> Fol
     feed = body.get("feed", settings.follow_feed)
     if not isinstance(feed, bool):
         raise InvalidRequest("feed", "boolean", "feed must be true or false")
+    if not feed:  # it reads every window by search; one that asks for the feed is judged once the start checked it
+        refused = follow_refusal(settings, source, interval)
+        if refused is not None:
+            raise InvalidRequest("intervalMinutes", "daily_quota", refused)
     return FollowRequest(tenant_id, source, filters, start, interval, every, concurrency, high_completeness, feed=feed)

@@ -23,10 +23,10 @@ from typing import Any, Protocol
 
 from http_api.chain_claim import claim_link
 from http_api.common import ACTIVE, ApiResponse, error, json_field, runtime_status
-from http_api.follow_reads import AccessCheck, feed_use
+from http_api.follow_reads import AccessCheck, feed_use, search_load
 from http_api.follow_request import FollowRequest, validate_follow_request
 from http_api.instance_pages import PAGE_SIZE, InstancePages, ListingError
-from http_api.plan_report import follow_plan, tenant_quota
+from http_api.plan_report import follow_plan, follow_refusal, tenant_quota
 from http_api.request_json import parse_request_json
 from http_api.tenants import TenantResolver, guid_or_error
 from shared import names
@@ -120,18 +120,6 @@ async def start_follow(
                 f"{follow} that no longer exists (its instance was purged, or it ran in another task hub); delete "
                 "that output first",
             )  # fmt: skip
-    raced = await client.get_status(follow, False, False, True)
-    if runtime_status(raced) in ACTIVE:
-        return _running(follow, raced, request)
-    if runtime is None:  # a new follower: of concurrent starts, exactly one starts it
-        claimed = await claim_link(client, follow, ROOT, follow, secret=secret)
-        if not claimed.won:
-            if runtime_status(claimed.link) in ACTIVE:
-                return _running(follow, claimed.link, request)
-            return error(
-                409, "tenantId", "starting",
-                f"another request is starting follower {follow}; GET /api/follows/{follow} in a few seconds shows it",
-            )  # fmt: skip
     start = resumed[0].start if resumed else None
     spec = request.spec(settings, now, start=start)
     feed, why = await feed_use(
@@ -146,6 +134,25 @@ async def start_follow(
     )
     spec = replace(spec, feed=feed, reads_why=why)
     state = resumed[1] if resumed else FollowState(covered_until=spec.start)
+    # judged on what its search source will read: the feed's plan when it reads the feed, else every window by search
+    load = search_load(
+        search=request.source, feed=feed, covered_until=state.covered_until, interval=spec.interval, now=now
+    )
+    refused = follow_refusal(settings, request.source, request.interval_minutes, load)
+    if refused is not None:
+        return error(400, "intervalMinutes", "daily_quota", refused)
+    raced = await client.get_status(follow, False, False, True)
+    if runtime_status(raced) in ACTIVE:
+        return _running(follow, raced, request)
+    if runtime is None:  # a new follower: of concurrent starts, exactly one starts it
+        claimed = await claim_link(client, follow, ROOT, follow, secret=secret)
+        if not claimed.won:
+            if runtime_status(claimed.link) in ACTIVE:
+                return _running(follow, claimed.link, request)
+            return error(
+                409, "tenantId", "starting",
+                f"another request is starting follower {follow}; GET /api/follows/{follow} in a few seconds shows it",
+            )  # fmt: skip
     state.stopped, state.paused = False, None
     payload = {
         "spec": spec.to_json(),
@@ -169,6 +176,7 @@ async def start_follow(
         every_minutes=request.every_minutes,
         settings=settings,
         quota=quota,
+        load=load,
     )
     body_out = {
         "followId": follow,

@@ -18,6 +18,7 @@ from orchestrators.budget_entity import entity_id
 from shared.budget.quota import quota_view
 from shared.models import Chunk, JsonDict, iso
 from shared.settings import Settings
+from shared.sources.base import FollowLoad
 from shared.sources.registry import sections
 from shared.sources.registry import source as source_named
 from shared.timeline.retention import cutoff, possibly_partial
@@ -88,17 +89,26 @@ def follow_default(settings: Settings, source: str) -> int:
     return source_named(source).follow_default(settings)
 
 
-def follow_refusal(settings: Settings, source: str, interval_minutes: int) -> str | None:
-    """Why a follower with these windows cannot run (its source's reason: Graph's daily quota; None: it can)."""
-    return source_named(source).follow_refusal(settings, interval_minutes)
+def follow_refusal(
+    settings: Settings, source: str, interval_minutes: int, load: FollowLoad | None = None
+) -> str | None:
+    """Why a follower with these windows cannot run (its source's reason: Graph's daily quota; None: it can);
+    ``load``: what its search source reads when it reads the feed (``http_api.follow_reads.search_load``)."""
+    return source_named(source).follow_refusal(settings, interval_minutes, load)
 
 
 def follow_plan(
-    *, source: str, interval_minutes: int, every_minutes: int, settings: Settings, quota: JsonDict | None
+    *,
+    source: str,
+    interval_minutes: int,
+    every_minutes: int,
+    settings: Settings,
+    quota: JsonDict | None,
+    load: FollowLoad | None = None,
 ) -> JsonDict:
     """``plan`` of a follower's 202 answer: its windows a day, and its source's figures (Graph: the submissions its
-    steady state needs a day and what is left of the quota now)."""
-    own = source_named(source).follow_plan(settings, interval_minutes, quota)
+    steady state needs a day, with the feed its one-off backlog, and what is left of the quota now)."""
+    own = source_named(source).follow_plan(settings, interval_minutes, quota, load)
     return {
         "source": source,
         "intervalMinutes": interval_minutes,

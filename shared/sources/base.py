@@ -52,6 +52,20 @@ class FollowAccess:
     since: datetime | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FollowLoad:
+    """What a follower's search source reads (``http_api.follow_reads.search_load``): ``per_day`` windows a day once
+    caught up, and ``backlog`` windows once (those the feed cannot cover when it starts: older than its look-back,
+    before a subscription it had to start). Without the feed (``feed`` false) search reads every window twice."""
+
+    per_day: int
+    backlog: int = 0
+    feed: bool = False
+    samples: int = 0
+    """Of ``per_day``, the reconcile's samples (windows the feed read, read again by search)."""
+    reconcile_hours: float = 0.0
+
+
 class Source(Protocol):
     """One audit source (see the module docstring for what it owns)."""
 
@@ -105,12 +119,15 @@ class Source(Protocol):
         """A follower's window when its request names none."""
         ...
 
-    def follow_refusal(self, settings: Settings, interval_minutes: int) -> str | None:
-        """Why a follower with these windows cannot run (None: it can)."""
+    def follow_refusal(self, settings: Settings, interval_minutes: int, load: FollowLoad | None = None) -> str | None:
+        """Why a follower with these windows cannot run (None: it can); ``load``: what this source reads of it when
+        the follower reads a feed (None: every window, read twice)."""
         ...
 
-    def follow_plan(self, settings: Settings, interval_minutes: int, quota: JsonDict | None) -> SourcePlan:
-        """Its part of a follower's plan."""
+    def follow_plan(
+        self, settings: Settings, interval_minutes: int, quota: JsonDict | None, load: FollowLoad | None = None
+    ) -> SourcePlan:
+        """Its part of a follower's plan (``load`` as for ``follow_refusal``)."""
         ...
 
     def manifest(self, payload: JsonDict) -> JsonDict:
@@ -175,10 +192,12 @@ class SourceDefaults:
     def follow_default(self, settings: Settings) -> int:
         return settings.follow_every_minutes
 
-    def follow_refusal(self, settings: Settings, interval_minutes: int) -> str | None:
+    def follow_refusal(self, settings: Settings, interval_minutes: int, load: FollowLoad | None = None) -> str | None:
         return None
 
-    def follow_plan(self, settings: Settings, interval_minutes: int, quota: JsonDict | None) -> SourcePlan:
+    def follow_plan(
+        self, settings: Settings, interval_minutes: int, quota: JsonDict | None, load: FollowLoad | None = None
+    ) -> SourcePlan:
         return SourcePlan()
 
     def manifest(self, payload: JsonDict) -> JsonDict:

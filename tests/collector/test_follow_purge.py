@@ -12,6 +12,7 @@ from typing import Any
 from azure.durable_functions.models.DurableOrchestrationStatus import DurableOrchestrationStatus
 
 from http_api.follow_purge import purge_passes
+from orchestrators.collect import NUDGE_HORIZON
 from shared import names
 from shared.follow.plan import final_before
 from shared.follow.state import FollowState, WindowFailure
@@ -95,6 +96,16 @@ def test_a_pass_is_kept_the_hours_the_setting_asks_after_it_ended() -> None:
     assert client.purged == [f"{FOLLOW}-20241115-p0"] and report.kept == 1
     client, _ = run(instances, keep=timedelta(hours=2))
     assert sorted(client.purged) == [f"{FOLLOW}-20241115-p0", f"{FOLLOW}-20241115-p7"]
+
+
+def test_a_pass_is_kept_until_the_timers_it_left_behind_have_fired_whatever_the_setting() -> None:
+    # Each episode of a pass that added a task left a cancelled nudge timer whose TimerFired DTFx still queues,
+    # NUDGE_HORIZON (1 h) ahead. Purged before then, each such message is for a nonexistent instance: dequeued six
+    # times before it is discarded. Kept until then, it finds the completed instance and is discarded at once.
+    just = a_pass(f"{FOLLOW}-20241115-p7", ended=NOW - timedelta(minutes=30))
+    later = a_pass(f"{FOLLOW}-20241115-p8", ended=NOW - NUDGE_HORIZON - timedelta(minutes=10))
+    client, report = run([follower(FOLLOW, "2024-11-17T00:00:00Z"), just, later], keep=timedelta(0))
+    assert client.purged == [f"{FOLLOW}-20241115-p8"] and report.kept == 1
 
 
 def test_a_failing_purge_is_reported_and_the_others_go_on() -> None:

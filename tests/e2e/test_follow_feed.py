@@ -156,8 +156,14 @@ def test_a_follower_with_a_ten_day_backlog_reads_the_days_beyond_the_feed_by_sea
         answer = requests.post(f"{host.base}/api/follows", json=request, timeout=60)
         assert answer.status_code == 202, answer.text
         assert answer.json()["reads"]["source"] == "feed" and answer.json()["reads"]["feedSince"] is None
+        # its plan counts what Graph reads: the reconcile's sample a day, and once the windows beyond the feed
+        planned = answer.json()["plan"]["submissions"]
+        assert (planned["feed"], planned["perDay"]) == (True, 1), planned
+        edge = clock.now() - timedelta(days=7) + timedelta(hours=2)  # the feed's reach when it started
         follower = Follower(host, answer.json()["followId"])
         follower.idle_at(frontier(start, clock.now()))
+        backlog = {window for window in emulator.graph.query_windows(TENANT) if window[0] < edge}
+        assert len(backlog) == planned["backlog"] > 0, (len(backlog), planned)
         run_until(follower, clock, start, clock.now() + timedelta(days=1, hours=3))
         manifests = assert_exact(emulator, host, follower.id, start, 10)
         now = clock.now()

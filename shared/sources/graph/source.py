@@ -12,7 +12,7 @@ from shared.models import Chunk, JsonDict, filters_from_json
 from shared.requests.collection_spec import CollectionSpec
 from shared.requests.validation import InvalidRequest
 from shared.settings import Settings
-from shared.sources.base import SourceDefaults, SourcePlan
+from shared.sources.base import FollowLoad, SourceDefaults, SourcePlan
 from shared.sources.graph import submissions
 from shared.sources.graph.lanes import QUERIES, GraphLanes
 from shared.window.state import Carried
@@ -72,11 +72,13 @@ class GraphSource(SourceDefaults):
     def follow_default(self, settings: Settings) -> int:
         return submissions.follow_default(settings)
 
-    def follow_refusal(self, settings: Settings, interval_minutes: int) -> str | None:
-        return submissions.follow_refusal(settings, interval_minutes)
+    def follow_refusal(self, settings: Settings, interval_minutes: int, load: FollowLoad | None = None) -> str | None:
+        return submissions.follow_refusal(settings, interval_minutes, load)
 
-    def follow_plan(self, settings: Settings, interval_minutes: int, quota: JsonDict | None) -> SourcePlan:
-        fields, warnings = submissions.follow_plan(settings, interval_minutes, quota)
+    def follow_plan(
+        self, settings: Settings, interval_minutes: int, quota: JsonDict | None, load: FollowLoad | None = None
+    ) -> SourcePlan:
+        fields, warnings = submissions.follow_plan(settings, interval_minutes, quota, load)
         return SourcePlan(fields, tuple(warnings))
 
     def manifest(self, payload: JsonDict) -> JsonDict:

@@ -8,7 +8,8 @@ tools (``COLLECTOR_GRAPH_DAILY_RESERVE``) through the tenant budget, so a plan n
 quota instead of failing. The report says how many submissions the plan needs, how many the tenant has left now (the
 budget entity's state, ``quota``), and when it will wait. A follower submits one query per window and one more when
 it reads the window again after its late-arrival band: one whose steady state alone needs more than the collector's
-share is refused (``follow_refusal``).
+share is refused (``follow_refusal``). A follower that reads the feed submits only what search still reads
+(``shared.sources.base.FollowLoad``): the reconcile's samples a day, and once the windows the feed cannot cover.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from datetime import datetime
 
 from shared.models import Chunk, JsonDict
 from shared.settings import Settings
+from shared.sources.base import FollowLoad
 from shared.timeline.latency import provisional_parts
 from shared.timeline.planning import smallest_interval_minutes
 
@@ -103,35 +105,66 @@ def follow_default(settings: Settings) -> int:
     return wanted if fitting is None else max(wanted, fitting)
 
 
-def follow_refusal(settings: Settings, interval_minutes: int) -> str | None:
-    """Why a Graph follower with these windows cannot run within the tenant's daily quota (None: it fits)."""
-    per_day = follow_per_day(interval_minutes)
-    if per_day <= settings.graph_quota:
+def follow_load(interval_minutes: int, load: FollowLoad | None) -> FollowLoad:
+    """What the follower submits: ``load`` when it reads a feed, else every window twice (``follow_per_day``)."""
+    return load if load is not None else FollowLoad(per_day=follow_per_day(interval_minutes))
+
+
+def follow_refusal(settings: Settings, interval_minutes: int, load: FollowLoad | None = None) -> str | None:
+    """Why a Graph follower with these windows cannot run within the tenant's daily quota (None: it fits). Its steady
+    state is judged: with the feed (``load``), the reconcile's samples a day; without, every window read twice. A
+    backlog is one-off: its passes wait for the quota (``follow_plan`` warns), it is not refused."""
+    load = follow_load(interval_minutes, load)
+    if load.per_day <= settings.graph_quota:
         return None
+    share = (
+        f"{settings.graph_quota} per rolling 24 hours the collector may submit in a tenant "
+        f"(COLLECTOR_GRAPH_DAILY_QUERIES {settings.graph_daily_queries} less COLLECTOR_GRAPH_DAILY_RESERVE "
+        f"{settings.graph_daily_reserve} left to its other tools)"
+    )
+    if load.feed:
+        return (
+            f"a Graph follower reading the feed with {interval_minutes}-minute windows submits {load.per_day} audit "
+            f"queries a day (the reconcile's sample every {load.reconcile_hours:g} hours, "
+            f"COLLECTOR_FOLLOW_RECONCILE_HOURS), more than the {share}: raise COLLECTOR_FOLLOW_RECONCILE_HOURS or set "
+            "COLLECTOR_FOLLOW_RECONCILE_SOURCE=exchange"
+        )
     fitting = follow_fitting_interval(settings)
     hint = f"intervalMinutes >= {fitting} fits" if fitting else "no window fits: raise COLLECTOR_GRAPH_DAILY_QUERIES"
     return (
-        f"a Graph follower with {interval_minutes}-minute windows submits {per_day} audit queries a day "
+        f"a Graph follower with {interval_minutes}-minute windows submits {load.per_day} audit queries a day "
         f"({MINUTES_PER_DAY // interval_minutes} windows, each read again once its 24-hour late-arrival band has "
-        f"passed), more than the {settings.graph_quota} per rolling 24 hours the collector may submit in a tenant "
-        f"(COLLECTOR_GRAPH_DAILY_QUERIES {settings.graph_daily_queries} less COLLECTOR_GRAPH_DAILY_RESERVE "
-        f"{settings.graph_daily_reserve} left to its other tools): {hint}; everyMinutes does not change it (each "
+        f"passed), more than the {share}: {hint}; everyMinutes does not change it (each "
         "window is one query however often the follower wakes)"
     )
 
 
-def follow_plan(settings: Settings, interval_minutes: int, quota: JsonDict | None) -> tuple[JsonDict, list[str]]:
+def follow_plan(
+    settings: Settings, interval_minutes: int, quota: JsonDict | None, load: FollowLoad | None = None
+) -> tuple[JsonDict, list[str]]:
     """A Graph follower's plan fields (its queries a day, the daily quota, its submissions) and warnings: its steady
-    state's submissions a day against what is left of the quota now (a catch-up after an outage needs more, and waits
-    for the quota)."""
-    per_day = follow_per_day(interval_minutes)
-    planned = submissions(per_day, MINUTES_PER_DAY // interval_minutes, settings, quota)
+    state's submissions a day (``perDay``: with the feed the reconcile's samples, else every window twice) plus, once,
+    its backlog (``backlog``: with the feed the windows it cannot cover), against what is left of the quota now (a
+    catch-up after an outage needs more, and waits for the quota)."""
+    load = follow_load(interval_minutes, load)
+    rereads = load.samples if load.feed else MINUTES_PER_DAY // interval_minutes
+    planned = {
+        **submissions(load.per_day + load.backlog, rereads, settings, quota),
+        "perDay": load.per_day,
+        "backlog": load.backlog,
+        "feed": load.feed,
+    }
     warnings = []
     if planned["waits"]:
+        backlog = f" ({load.backlog} of them once, the windows the feed cannot cover)" if load.backlog else ""
         warnings.append(
-            f"its first day needs {per_day} Graph submissions and the tenant has {planned['leftNow']} of the "
-            f"collector's {planned['allowedPerDay']} left now: its passes wait for the quota until earlier "
-            f"submissions leave the rolling 24 hours (from {planned['nextFreeAt']})"
+            f"its first day needs {planned['needed']} Graph submissions{backlog} and the tenant has "
+            f"{planned['leftNow']} of the collector's {planned['allowedPerDay']} left now: its passes wait for the "
+            f"quota until earlier submissions leave the rolling 24 hours (from {planned['nextFreeAt']})"
         )
-    fields = {"graphQueriesPerDay": per_day, "dailyQueryQuota": settings.graph_daily_queries, "submissions": planned}
+    fields = {
+        "graphQueriesPerDay": load.per_day,
+        "dailyQueryQuota": settings.graph_daily_queries,
+        "submissions": planned,
+    }
     return fields, warnings
