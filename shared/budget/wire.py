@@ -244,9 +244,10 @@ class BudgetOptions:
     least every third of a lease) says nobody waits, however long the chunk ran, and Graph credits are taken a few at
     once (``shared.window.budget``). False for an input written before it (its executions replay as they ran).
 
-    ``ride``: the collection's renewal goes out with the first episode of the window after it is due (the lanes' own
-    timers wake it every few seconds while queries run), and a renewal timer is set only when no lane's timer is due
-    before the renewal's slack ends (``shared.window.budget_keep``). False for an input written before window version 2.
+    ``ride``: the collection's renewal goes out with an episode of the window near its due time (the lanes' timers
+    and waiting status checks wake it every few seconds to a minute while queries run), and a renewal timer is set
+    only when no lane will wake the window before the renewal's slack ends (``shared.window.budget_keep``). False for
+    an input written before window version 2.
     """
 
     capacity: int = 0

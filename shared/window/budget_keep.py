@@ -20,11 +20,14 @@ past its lease, given back when someone waits.
 * One ``renew_collection`` per ``renew_seconds`` (a third of the lease) renews every slot the collection holds: one
   timer and one call per period, whatever K; its answer carries the new lease end.
 * **Riding on the lanes' episodes** (``BudgetOptions.ride``, window version 2). A renewal timer is an episode of its
-  own (replaying the whole history) to send one call, while the lanes' status checks wake the window every few
-  seconds. So the renewal is due at the same time but goes out with the first episode at or after that time, and
-  its own timer is set (at the due time, once per execution) only when, at the end of an episode, no lane's timer is
-  due before the due time and ``RIDE_SLACK`` of a period after it: each lane timer that fires re-checks, so the
-  renewal is never later than that slack (the lease is three periods long).
+  own (replaying the whole history) to send one call, while the lanes wake the window every few seconds to a minute.
+  So the renewal is due at the same time but goes out with an episode near it. At the end of each episode: sent if
+  due; else, if a lane will wake the window by ``RIDE_SLACK`` of a period after the due time (its timer, its
+  ``acquire`` in flight, or its waiting Graph status check, bounded by ``poll_wait`` and ``CHECK_RETURN_MARGIN``),
+  left for that episode, which decides again; else sent now if at most the slack early, else its own timer is set at
+  the due time (once per execution). So the renewal is never more than the slack late or early (the lease is three
+  periods long). Twice the slack exceeds a waiting check's bound, so the check a lane calls in the last episode
+  before the slack's start always counts.
 * The renewal's due time is carried across continue-as-new, like every lane (holder ids stay the same because lane
   numbers do); an entity's answer reaches only the execution that asked, so no entity call may be in flight when an
   execution ends: an ``acquire`` in flight keeps its lane busy, a renewal in flight keeps the window busy.
@@ -40,9 +43,19 @@ from shared.window.budget_calls import BudgetCalls
 from shared.window.budget_host import BudgetHost, queued
 from shared.window.state import BUDGET, RENEW, Cancel, Lane, Slot, Step, Wait, later
 
-RIDE_SLACK = 0.1
-"""``ride``: how late a renewal may go out waiting for a lane's episode, as a share of the renewal period (20 s of a
-600 s lease's 200 s): lanes checking queries every 10-30 s nearly always wake the window within it."""
+RIDE_SLACK = 0.2
+"""``ride``: how late a renewal may go out waiting for a lane's episode, and how early it may go out rather than set a
+timer of its own, as a share of the renewal period (40 s of a 600 s lease's 200 s; the lease is three periods long).
+Twice it exceeds a waiting status check's bound (60 s and ``CHECK_RETURN_MARGIN``: 75 s) at the deployed lease."""
+
+CHECK_RETURN_MARGIN = 15.0
+"""``ride``: seconds a waiting Graph status check (``activities.graph_waits``) is allowed past its wait to return. It
+waits at most ``RunOptions.poll_wait`` from its start, makes no check due past that, and its last check is one
+status request (seconds at most, against the 60 s HTTP timeout: a request that hangs longer makes the renewal late
+by as much, never the slot used past its lease, which the activity checks before each request). The margin covers
+that request, the activity's start after it was called and the delivery of its result. A check that finds its query
+finished exports it in the same call, which can take longer; the renewal then goes out when it returns (the lease
+leaves two periods for it)."""
 
 
 class SlotKeeper:
@@ -183,7 +196,11 @@ class SlotKeeper:
             return []
         if self.window.now >= due:
             return self.renew()
-        if self.timer_set or self._lane_wakes_before(due + timedelta(seconds=RIDE_SLACK * self.options.renew_seconds)):
+        slack = timedelta(seconds=RIDE_SLACK * self.options.renew_seconds)
+        wakes = self._lane_wakes_before(due + slack)
+        if not wakes and self.window.now >= due - slack:
+            return self.renew()  # up to the slack early rather than a timer of its own: the lease is 3 periods long
+        if self.timer_set or wakes:
             return []
         self.timer_set = True
         return [Wait(RENEW, due)]
@@ -191,16 +208,23 @@ class SlotKeeper:
     def _lane_wakes_before(self, limit: datetime) -> bool:
         """A lane will wake this execution by ``limit``: its timer is due by then (a switching window parks its lanes'
         timers), or it waits for the budget's answer to its ``acquire`` (the same entity would answer the renewal only
-        after it: one entity runs its operations in order). An activity in flight may take longer: not counted."""
+        after it: one entity runs its operations in order), or its waiting Graph status check (version 2: a lane
+        with a query, in a phase that uses its slot) must return by then: called at ``issued_at``, it waits at most
+        ``poll_wait`` and ``CHECK_RETURN_MARGIN`` more. Any other activity in flight may take longer: not counted."""
         if self.window.switching:
             return False
         now = self.window.now
+        wait = self.window.spec.options.poll_wait
         for lane in self.window.lanes.values():
             if lane.parked:
                 continue
             if lane.issued_at is None and lane.due is not None and now < lane.due <= limit:
                 return True
             if lane.issued_at is not None and lane.phase == BUDGET:
+                return True
+            checking = wait > 0 and lane.query_id is not None and self.uses_slot(lane)  # a Graph status check
+            issued = lane.issued_at
+            if checking and issued is not None and later(issued, wait + CHECK_RETURN_MARGIN) <= limit:
                 return True
         return False
 
