@@ -19,6 +19,10 @@ prints each variant's median):
   ``msgspec`` splitter of ``shared.records.raw_json``: one C pass that checks the page is JSON) and they are written
   as JSONL through the same sink (SHA-256, fsync, rename). Nothing else: no id or time read, no trimming,
   de-duplication, quarantine or filter check, no prefetch thread;
+* ``reads`` (Graph): the floor, and each page's records' ``id`` and ``createdDateTime`` read as the collector reads
+  them (``shared.audit.record_lines.graph_page``: a second C pass over the page, the times parsed). Exactly-once needs
+  the ids and the chunk's bounds need the times, so no collector that keeps those promises goes below it; the floor
+  shows what reading them costs;
 * ``old``: the checkout given with ``--old PATH`` (e.g. ``git worktree add /tmp/records-main main``), run exactly as
   ``new`` (its own code imported from that path);
 * ``stdlib``: ``new`` with the ``orjson`` and ``msgspec`` imports blocked, so the record path uses the standard
@@ -66,7 +70,8 @@ SECRET = "bench-secret-value"
 START = datetime(2024, 6, 1, tzinfo=UTC)
 HOURS = 10
 ROOT = str(Path(__file__).resolve().parents[1])
-VARIANTS = ("floor", "new", "old", "stdlib", "prefetch", "decoded")
+VARIANTS = ("floor", "reads", "new", "old", "stdlib", "prefetch", "decoded")
+FLOORS = ("floor", "reads")
 
 
 def _serve(conn: Any, records_per_hour: float, page_latency: float) -> None:
@@ -159,8 +164,8 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
         query_id = graph.create_query(window, AuditFilters(), display_name="bench")
         while graph.get_query(query_id).state is QueryState.PENDING:
             time.sleep(0.01)
-        if variant == "floor":
-            pages = _floor_pages(graph, query_id)
+        if variant in FLOORS:
+            pages = _floor_pages(graph, query_id, reads=variant == "reads")
         else:  # as the export activity reads a finished query: its pages, checked against its count
             from activities.graph_export import GraphReads
 
@@ -182,7 +187,7 @@ def _collect(conn: Any, variant: str, source: str, urls: dict[str, Any], session
     cpu0 = time.process_time()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        if variant == "floor":
+        if variant in FLOORS:
             summary = _floor_write(LocalFolderSink(tmp), pages)
         elif source == "graph":
             summary = write_chunk(
@@ -236,13 +241,18 @@ def _decode_audit_data() -> None:
     shared.audit.exchange.exchange_page = decoded_page  # type: ignore[attr-defined]
 
 
-def _floor_pages(graph: Any, query_id: str) -> Any:
+def _floor_pages(graph: Any, query_id: str, *, reads: bool = False) -> Any:
     """The floor's pages: each records page read by the adapter's own HTTP client and split into its records' bytes,
     as JSONL (see the module docstring); nothing else is read or checked."""
     from shared.records.raw_json import split_page
 
     def split(body: bytes) -> Any:
-        return split_page(body, items_key="value", members=("@odata.nextLink",))
+        page = split_page(body, items_key="value", members=("@odata.nextLink",))
+        if reads and page.items:  # ``reads``: each record's id and time read too, as exactly-once needs them
+            from shared.audit.record_lines import graph_page
+
+            graph_page(page.items, body=body)
+        return page
 
     url: str | None = f"{graph._query_url(query_id)}/records"  # the bench reads the adapter's own HTTP client
     params: dict[str, str] | None = {"$top": "1000"}
@@ -396,8 +406,9 @@ def main() -> int:
     variants = args.variants or ["floor", "new", *(["old"] if args.old else [])]
     if "old" in variants and not args.old:
         parser.error("variant old needs --old PATH")
-    if args.source != "graph" and "floor" in variants:
-        variants.remove("floor")  # the floor is defined for Graph pages
+    for floor in FLOORS:
+        if args.source != "graph" and floor in variants:
+            variants.remove(floor)  # the floors are defined for Graph pages
     if args.source == "graph" and "decoded" in variants:
         variants.remove("decoded")  # Exchange's AuditData only
     for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
@@ -430,7 +441,7 @@ def main() -> int:
         for r in results:
             r["rows"] = r["records"] + r["trimmed"] + r["duplicates"] + r.get("malformed", 0)
             r["per_row"] = r["cpu"] / max(r["rows"], 1) * 1e6
-            exact = exact and (variant == "floor" or r["records"] == truth)
+            exact = exact and (variant in FLOORS or r["records"] == truth)
         r = results[0]
         cpu[variant] = _median([x["per_row"] for x in results])
         seconds = _median([x["seconds"] for x in results])
@@ -444,6 +455,8 @@ def main() -> int:
         for variant in variants:
             if variant != "floor":
                 print(f"{variant + ' / floor':<16} {cpu[variant] / cpu['floor']:.2f}x CPU per row")
+    if "reads" in cpu and "new" in cpu:
+        print(f"{'new / reads':<16} {cpu['new'] / cpu['reads']:.2f}x CPU per row")
     if "old" in cpu and "new" in cpu:
         print(f"{'old / new':<16} {cpu['old'] / cpu['new']:.2f}x CPU per row")
     for group in (("new", "stdlib", "prefetch"), ("decoded", "old")):  # the same format: the same bytes

@@ -22,7 +22,7 @@ CASES = [
     (["sdk_replay_cost.py", "--chunks", "4", "--repeat", "1"], "less time in the SDK call"),
     (["audit_stream_memory.py", "--records", "3000"], "ratio end / 2,000"),
     (
-        ["record_path.py", "--records", "3000", "--id-set", "2000", "--variants", "floor", "new", "stdlib"],
+        ["record_path.py", "--records", "3000", "--id-set", "2000", "--variants", "floor", "reads", "new", "stdlib"],
         "same output bytes        True (new = stdlib)",
     ),
     (
