@@ -25,16 +25,23 @@ def _api_or_error(payload: JsonDict) -> tuple[object, JsonDict | None]:
         return None, ActivityResult.failure(exc).to_json()
 
 
-def _with_sink(payload: JsonDict, body: Callable[[Any, ChunkSink, JsonDict], JsonDict]) -> JsonDict:
-    """``body(api, sink, payload)``, or the failure that building the api or the sink gave."""
+def _api_and_sink(payload: JsonDict) -> tuple[Any, ChunkSink] | JsonDict:
+    """The api and the sink for ``payload``, or the failure that building either gave."""
     api, error = _api_or_error(payload)
     if error is not None:
         return error
     try:
-        sink = runtime.sink()
+        return api, runtime.sink()
     except CollectorError as exc:
         return ActivityResult.failure(exc).to_json()
-    return body(api, sink, payload)
+
+
+def _with_sink(payload: JsonDict, body: Callable[[Any, ChunkSink, JsonDict], JsonDict]) -> JsonDict:
+    """``body(api, sink, payload)``, or the failure that building the api or the sink gave."""
+    built = _api_and_sink(payload)
+    if isinstance(built, dict):
+        return built
+    return body(*built, payload)
 
 
 @bp.activity_trigger(input_name="payload", activity=names.ACTIVITY_GRAPH_SUBMIT)  # type: ignore[untyped-decorator]
@@ -48,14 +55,11 @@ async def graph_collect_activity(payload: JsonDict) -> JsonDict:
     """Async so that a check that waits for its query (window version 2, ``activities.graph_waits``) holds no
     worker thread while it sleeps; the checks and the export run in a thread."""
     with chunk_context(payload, source="graph"):
-        api, error = _api_or_error(payload)
-        if error is not None:
-            return error
-        try:
-            sink = runtime.sink()
-        except CollectorError as exc:
-            return ActivityResult.failure(exc).to_json()
-        return await bodies.graph_collect_async(api, sink, payload, _waiter())  # type: ignore[arg-type]
+        built = _api_and_sink(payload)
+        if isinstance(built, dict):
+            return built
+        api, sink = built
+        return await bodies.graph_collect_async(api, sink, payload, _waiter())
 
 
 def _waiter() -> graph_waits.Waiter:
