@@ -135,7 +135,7 @@ def graph_collect(api: AuditQueryApi, sink: ChunkSink, payload: JsonDict) -> Jso
     waiter = graph_waits.current()
     if poll.wait_seconds <= 0 or waiter is None:
         return check().to_json()
-    return graph_waits.run(poll, waiter, check).to_json()
+    return graph_waits.run(poll, waiter, check, _cancel_requested(sink, poll.call)).to_json()
 
 
 async def graph_collect_async(
@@ -147,7 +147,24 @@ async def graph_collect_async(
     check = _collect_check(api, sink, poll.call)
     if poll.wait_seconds <= 0:
         return (await asyncio.to_thread(check)).to_json()
-    return (await graph_waits.run_async(poll, waiter, check)).to_json()
+    return (await graph_waits.run_async(poll, waiter, check, _cancel_requested(sink, poll.call))).to_json()
+
+
+def _cancel_requested(sink: ChunkSink, call: ChunkCall) -> Callable[[], bool]:
+    """Whether the collection's cancel was requested (``names.cancel_marker_name``, written by the cancel route before
+    it terminates the collection): a waiting check looks before each check after its first and then returns, so a
+    cancelled collection's lanes do not go on to check and export chunks for up to the wait bound after it stopped
+    (terminating an orchestration does not stop its activities)."""
+    name = names.cancel_marker_name(call.tenant_id, call.collection_id)
+
+    def requested() -> bool:
+        try:
+            return sink.read_bytes(name) is not None
+        except CollectorError as exc:  # storage unreadable: check on as before
+            logger.warning("could not look for the collection's cancel request: %s", exc)
+            return False
+
+    return requested
 
 
 def _collect_check(api: AuditQueryApi, sink: ChunkSink, call: ChunkCall) -> Callable[[], ActivityResult]:

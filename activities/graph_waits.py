@@ -85,6 +85,12 @@ class Check:
     """What ``checks`` yields when it wants the query checked now: send it the check's ``ActivityResult``."""
 
 
+class CancelRequested(Exception):  # noqa: N818 - a signal thrown into ``checks``, not an error
+    """Thrown into ``checks`` instead of sending a check's result: the collection's cancel was requested, so the
+    activity returns what its previous check found (or that it checked nothing) rather than check and perhaps export
+    a chunk after the cancel."""
+
+
 CHECK = Check()
 
 
@@ -109,32 +115,47 @@ def checks(poll: GraphPoll, now: Callable[[], datetime]) -> Generator[datetime |
     )
     due = poll.not_before or start
     made = 0
+    previous: ActivityResult | None = None
     while True:
         if due > now():
             yield min(due, bound)
         issued, planned = now(), min(due, bound)
         made += 1
-        result = yield CHECK
+        try:
+            result = yield CHECK
+        except CancelRequested:
+            if previous is not None:
+                return previous
+            cancelled = GraphChecked(query_rules.PENDING, "not checked: the collection's cancel was requested")
+            stamps = {"checks": 0, "checkedAt": iso(issued), "dueAt": iso(min(planned, issued))}
+            return ActivityResult.success({**cancelled.to_json(), **stamps})
         checked = GraphChecked.from_json(result.data) if result.data else None
         if checked is None or (result.error is not None and not result.needs_split):
             return result  # a failure: the lane retries it as before
         marked = {**result.data, "checks": made, "checkedAt": iso(issued), "dueAt": iso(min(planned, issued))}
         if checked.outcome != query_rules.PENDING:
             return ActivityResult(result.ok, marked, result.error, result.needs_split)
+        previous = ActivityResult(result.ok, marked, result.error, result.needs_split)
         submitted = poll.submitted_at or issued
         due = later(issued, schedule.next_poll((issued - submitted).total_seconds()))
         if due > bound:
-            return ActivityResult(result.ok, marked, result.error, result.needs_split)
+            return previous
 
 
-def run(poll: GraphPoll, waiter: Waiter, check: Callable[[], ActivityResult]) -> ActivityResult:
-    """``checks`` driven synchronously: sleeps with ``waiter``, checks with ``check``."""
+def run(
+    poll: GraphPoll, waiter: Waiter, check: Callable[[], ActivityResult], cancelled: Callable[[], bool] = lambda: False
+) -> ActivityResult:
+    """``checks`` driven synchronously: sleeps with ``waiter``, checks with ``check``; before each check,
+    ``cancelled()`` says whether the collection's cancel was requested (then no more checks: it returns what the
+    previous check found, or a pending answer that says it checked nothing)."""
     steps = checks(poll, waiter.now)
     answer: ActivityResult | None = None
     try:
         while True:
             step = steps.send(answer) if answer is not None else next(steps)
             answer = None
+            while isinstance(step, Check) and cancelled():
+                step = steps.throw(CancelRequested())
             if isinstance(step, Check):
                 answer = check()
             else:
@@ -143,14 +164,19 @@ def run(poll: GraphPoll, waiter: Waiter, check: Callable[[], ActivityResult]) ->
         return stop.value  # type: ignore[no-any-return]
 
 
-async def run_async(poll: GraphPoll, waiter: Waiter, check: Callable[[], ActivityResult]) -> ActivityResult:
-    """``checks`` on an event loop: sleeps with ``asyncio.sleep``, each check (blocking HTTP) in a thread."""
+async def run_async(
+    poll: GraphPoll, waiter: Waiter, check: Callable[[], ActivityResult], cancelled: Callable[[], bool] = lambda: False
+) -> ActivityResult:
+    """``checks`` on an event loop: sleeps with ``asyncio.sleep``, each check (blocking HTTP) and each look for a
+    cancel request (``run``) in a thread."""
     steps = checks(poll, waiter.now)
     answer: ActivityResult | None = None
     try:
         while True:
             step = steps.send(answer) if answer is not None else next(steps)
             answer = None
+            while isinstance(step, Check) and await asyncio.to_thread(cancelled):
+                step = steps.throw(CancelRequested())
             if isinstance(step, Check):
                 answer = await asyncio.to_thread(check)
             else:

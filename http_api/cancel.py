@@ -14,6 +14,7 @@ stays what a terminated link is to ``retry-failed``: retried over the parts of i
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -39,7 +40,7 @@ from shared import names
 from shared.errors import CollectorError
 from shared.models import JsonDict, iso
 from shared.requests.admission import RUN, unsealed_reason
-from shared.sinks.base import ChunkSink
+from shared.sinks.base import ChunkSink, write_bytes
 from shared.sources.registry import status_sections
 from shared.window.machine import CollectionSpec
 
@@ -92,6 +93,7 @@ async def cancel_collection(
         ended: JsonDict = {"collectionId": tip.id, "cancelled": [], "status": shown, "existing": True}
         return ApiResponse(200, {**ended, "slotsReleased": released}, tip.id)
     at = now()
+    await asyncio.to_thread(_request_cancel, sink, spec, at)
     await client.terminate(tip.id, CANCEL_REASON.format(id=collection_id, at=iso(at)))
     stopped = await _wait_stopped(client, tip.id)
     if runtime_status(stopped) in ACTIVE:  # not stopped yet (a busy task hub): a later cancel finishes the job
@@ -99,7 +101,9 @@ async def cancel_collection(
         pending: JsonDict = {"collectionId": tip.id, "cancelled": [tip.id], "status": "Cancelling", "note": note}
         return ApiResponse(202, pending, tip.id)
     if runtime_status(stopped) != "Terminated":
-        # It finished on its own before the terminate reached it: its manifest and slots are its own business.
+        # It finished on its own before the terminate reached it: its manifest and slots are its own business, and
+        # nothing of the cancel stays.
+        await asyncio.to_thread(_forget_cancel, sink, spec)
         late: JsonDict = {"collectionId": tip.id, "cancelled": [], "status": runtime_status(stopped), "existing": True}
         return ApiResponse(200, late, tip.id)
     released = await _release(client, spec, tip.payload, budget_token)
@@ -123,6 +127,23 @@ async def cancel_collection(
         body["manifest"] = {"location": written["location"], "totals": written["totals"], "gaps": written["gaps"]}
     logger.info("cancelled collection %s (slots released: %s)", tip.id, released)
     return ApiResponse(200, body, tip.id)
+
+
+def _request_cancel(sink: ChunkSink, spec: CollectionSpec, at: datetime) -> None:
+    """The marker the collection's waiting Graph checks look for (``activities.bodies._CancelWatch``); a failure to
+    write it only means they may wait out their bound."""
+    marker = names.cancel_marker_name(spec.tenant_id, spec.collection_id)
+    try:
+        write_bytes(sink, marker, json.dumps({"requestedAt": iso(at)}).encode())
+    except CollectorError as exc:
+        logger.warning("could not write the cancel request of %s: %s", spec.collection_id, exc)
+
+
+def _forget_cancel(sink: ChunkSink, spec: CollectionSpec) -> None:
+    try:
+        sink.delete(names.cancel_marker_name(spec.tenant_id, spec.collection_id))
+    except CollectorError as exc:
+        logger.warning("could not remove the cancel request of %s: %s", spec.collection_id, exc)
 
 
 async def _newest_link(client: DurableClient, link: _Link) -> _Link:

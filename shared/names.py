@@ -98,6 +98,12 @@ def collection_prefix(tenant_id: str, collection_id: str) -> str:
     return f"{tenant_component(tenant_id)}/{_id_component(collection_id)}/"
 
 
+def cancel_marker_name(tenant_id: str, collection_id: str) -> str:
+    """``<tenant>/<collection>/cancel-requested.json``: written by the cancel route before it terminates the
+    collection, so that its waiting Graph checks stop waiting (``activities.graph_waits``)."""
+    return f"{collection_prefix(tenant_id, collection_id)}cancel-requested.json"
+
+
 def chunk_object_name(tenant_id: str, collection_id: str, start: datetime, end: datetime) -> str:
     """The JSONL object of one chunk window; identical for every attempt at the same window."""
     if end <= start:

@@ -121,6 +121,38 @@ def test_a_failure_comes_back_as_it_was() -> None:
     assert moments == [30.0, 40.0] and result == failed
 
 
+def test_a_cancel_request_ends_the_wait_before_its_next_check() -> None:
+    """The cancel route writes the collection's cancel marker before it terminates it; a waiting check looks for it
+    before each check and returns what the previous one found (or that it checked nothing): no check, no export
+    after the cancel."""
+    from activities.bodies import _cancel_requested
+    from shared import names
+    from shared.sinks.base import write_bytes
+
+    sink = MemorySink()
+
+    def watched(clock: Clock, answers: list[ActivityResult], cancel_at: float | None) -> tuple[list[float], Any]:
+        moments: list[float] = []
+
+        def check() -> ActivityResult:
+            moments.append(clock.at())
+            if cancel_at is not None and clock.at() >= cancel_at:
+                write_bytes(sink, names.cancel_marker_name(TENANT, "c1"), b"{}")
+            return answers.pop(0) if answers else PENDING
+
+        cancelled = _cancel_requested(sink, poll(30.0).call)
+        return moments, run(poll(30.0), Waiter(lambda: clock.now, clock.sleep), check, cancelled)
+
+    moments, result = watched(Clock(5.0), [PENDING, DONE], None)
+    assert moments == [30.0, 40.0] and GraphChecked.from_json(result.data).outcome == "export"  # no cancel
+    moments, result = watched(Clock(5.0), [PENDING, DONE], 30.0)  # cancelled while its first check ran
+    checked = GraphChecked.from_json(result.data)
+    assert moments == [30.0] and checked.outcome == "pending" and checked.checks == 1  # the finished query unexported
+    moments, result = watched(Clock(5.0), [DONE], None)  # the marker is there before its first check: none is made
+    checked = GraphChecked.from_json(result.data)
+    assert moments == [] and checked.outcome == "pending" and checked.checks == 0
+
+
 def test_a_payload_written_before_version_2_is_one_check_at_once() -> None:
     old = GraphPoll(poll(30.0).call)
     assert old.to_json() == old.call.to_json()  # the payload of versions 0 and 1, unchanged
