@@ -30,11 +30,17 @@ def run_until(follower: Follower, clock: OffsetFileClock, start: datetime, until
         clock.advance(STEP)
         covered = iso(frontier(start, clock.now()))
         follower.wait(lambda s, c=covered: s["covered"]["end"] == c and s["running"] is None, f"covered {covered}")
-    for _ in range(12):  # what it still owes search
-        if not follower.summary().get("backfill"):
+    for _ in range(12):  # what it still owes search, read at its next cycle
+        covered = iso(frontier(start, clock.now()))
+        settled = follower.wait(
+            lambda s, c=covered: s["covered"]["end"] == c and s["running"] is None and s["status"] != "catching up",
+            f"covered {covered}",
+        )
+        if not settled.get("backfill"):
             break
+        # A step can close a window too (the feed being behind, it owes search that one next): judge the state only
+        # once the follower covers the frontier of the moment, never between a wake and its pass.
         clock.advance(timedelta(minutes=30))
-        follower.wait(lambda s: s["running"] is None and s["status"] != "catching up", "idle")
     follower.idle_at(frontier(start, clock.now()))
 
 
