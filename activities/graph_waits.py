@@ -154,8 +154,8 @@ def run(
         while True:
             step = steps.send(answer) if answer is not None else next(steps)
             answer = None
-            while isinstance(step, Check) and cancelled():
-                step = steps.throw(CancelRequested())
+            if isinstance(step, Check) and cancelled():
+                steps.throw(CancelRequested())  # it returns: StopIteration below
             if isinstance(step, Check):
                 answer = check()
             else:
@@ -175,8 +175,8 @@ async def run_async(
         while True:
             step = steps.send(answer) if answer is not None else next(steps)
             answer = None
-            while isinstance(step, Check) and await asyncio.to_thread(cancelled):
-                step = steps.throw(CancelRequested())
+            if isinstance(step, Check) and await asyncio.to_thread(cancelled):
+                steps.throw(CancelRequested())  # it returns: StopIteration below
             if isinstance(step, Check):
                 answer = await asyncio.to_thread(check)
             else:

@@ -18,7 +18,7 @@ A page's records come back as a ``shared.records.raw_page.RawPage``: each record
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -118,18 +118,22 @@ def graph_page(items: Sequence[Item], *, body: bytes | None = None, multiline: b
         whole = _whole_page(items, body)
         if whole is not None:
             return whole
+    return _collected(_graph_line(item, multiline=multiline) or _normalised_line(item) for item in items)
+
+
+def _collected(found: Iterable[tuple[Item, str, datetime] | MalformedRecord]) -> RawPage:
+    """A page of records read one by one: each its line, id and time, or quarantined."""
     lines: list[Item] = []
     ids: list[str] = []
     times: list[datetime] = []
     malformed: list[MalformedRecord] = []
-    for item in items:
-        found = _graph_line(item, multiline=multiline) or _normalised_line(item)
-        if isinstance(found, MalformedRecord):
-            malformed.append(found)
+    for one in found:
+        if isinstance(one, MalformedRecord):
+            malformed.append(one)
             continue
-        lines.append(found[0])
-        ids.append(found[1])
-        times.append(found[2])
+        lines.append(one[0])
+        ids.append(one[1])
+        times.append(one[2])
     return RawPage(lines, ids, times, malformed)
 
 
@@ -190,21 +194,12 @@ def _exchange_line(row: Any) -> tuple[bytes, str, datetime] | MalformedRecord | 
 def exchange_page(rows: Sequence[Any]) -> RawPage:
     """One page of ``Search-UnifiedAuditLog`` rows (decoded), each as the bytes of its record (see the module
     docstring) or quarantined as before."""
-    lines: list[Item] = []
-    ids: list[str] = []
-    times: list[datetime] = []
-    malformed: list[MalformedRecord] = []
-    for row in rows:
-        found = _exchange_line(row)
-        if found is None:
-            found = _normalised_row(row)
-        if isinstance(found, MalformedRecord):
-            malformed.append(found)
-            continue
-        lines.append(found[0])
-        ids.append(found[1])
-        times.append(found[2])
-    return RawPage(lines, ids, times, malformed)
+    return _collected(_exchange_row(row) for row in rows)
+
+
+def _exchange_row(row: Any) -> tuple[bytes, str, datetime] | MalformedRecord:
+    found = _exchange_line(row)
+    return _normalised_row(row) if found is None else found
 
 
 def _normalised_row(row: Any) -> tuple[bytes, str, datetime] | MalformedRecord:

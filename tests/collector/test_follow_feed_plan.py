@@ -7,10 +7,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from shared.follow.plan import FEED_SETTLE_MARGIN, apply, plan, rescoped, window_source
-from shared.follow.state import FeedUse, FollowSpec, FollowState
+from shared.follow.state import FeedUse, FollowState
 from shared.models import Chunk
 from shared.requests.run_options import RunOptions
 from shared.timeline.latency import AUDIT_LATENCY
+from tests.collector.test_follow_plan import SPEC as PLAN_SPEC
 
 START = datetime(2024, 6, 3, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -24,18 +25,7 @@ FEED = FeedUse(
     reconcile_source="exchange",
     reconcile_options=RunOptions(max_concurrency=1),
 )
-SPEC = FollowSpec(
-    follow_id="follow-graph-abc",
-    tenant_id="contoso.onmicrosoft.com",
-    source="graph",
-    filters={},
-    options=RunOptions(max_concurrency=2),
-    start=START,
-    interval=4 * HOUR,
-    every=timedelta(minutes=15),
-    delay=timedelta(minutes=90),
-    feed=FEED,
-)
+SPEC = replace(PLAN_SPEC, interval=4 * HOUR, feed=FEED)  # the plan tests' follower, with 4-hour windows and the feed
 
 
 def test_each_window_goes_to_the_feed_only_where_the_feed_can_cover_it() -> None:
